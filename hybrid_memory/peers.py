@@ -1,0 +1,346 @@
+"""The peers hybrid-memory is measured against, behind one small interface.
+
+Two hybrid retrievers a user of the frameworks would build by hand, each as its
+documentation shows it, using the same embedding model as hybrid-memory:
+
+- ``langchain_ensemble``: LangChain ``EnsembleRetriever([BM25Retriever, Chroma
+  retriever], weights=[0.5, 0.5])`` (rank_bm25 with LangChain's default whitespace
+  tokenizer; Chroma with cosine distance).
+- ``llama_index_fusion``: LlamaIndex ``QueryFusionRetriever([vector index retriever,
+  BM25Retriever], mode="reciprocal_rerank", num_queries=1)`` (bm25s with its default
+  English stemmer and stopwords; a ``VectorStoreIndex`` on Chroma with cosine distance).
+
+Both need the optional extra ``bench`` (``pip install 'hybrid-memory[bench]'``); this
+module imports the frameworks only when a peer is built.
+
+The API is stable (the quality harness in :mod:`hybrid_memory.eval` and the speed
+benchmark ``benchmarks/scale.py`` use it)::
+
+    from hybrid_memory.peers import PeerRecord, langchain_ensemble, llama_index_fusion
+
+    peer = llama_index_fusion(embedding)          # any object with the Embedder protocol
+    peer.add([PeerRecord("m1", "Alice prefers dark mode", tags=("alice",))])
+    peer.search("which theme does alice like?", k=10)   # -> ["m1"]: ranked ids
+    peer.close()                                  # drops its Chroma collection
+
+- ``PeerRecord(id, text, tags=(), metadata={})``: one memory. Peers cannot use tags,
+  so they index :func:`peer_text` of it, ``"<tags joined by spaces>: <text>"`` when it
+  has tags (the data README's rule: their strongest simple use of the information).
+  ``metadata`` is kept only so callers can choose subsets with :func:`matches_filter`.
+- ``Peer.add(records)``: the vector store adds incrementally; the BM25 index is rebuilt
+  over every record added so far, which is what a user of either framework must do
+  to make new records searchable (neither BM25 retriever updates in place).
+- ``Peer.search(query, k)``: the ids of the top ``k`` records, best first.
+- ``Peer.close()``: deletes the peer's Chroma collection (each peer owns a uniquely
+  named collection in Chroma's in-process ephemeral client).
+- ``embedding``: an object with ``embed_documents(list[str]) -> list[list[float]]``,
+  ``embed_query(str) -> list[float]`` and ``name`` (hybrid-memory's Embedder
+  protocol, e.g. ``HybridMemory().embedder``). It is wrapped as a LangChain
+  ``Embeddings`` or a LlamaIndex ``BaseEmbedding``.
+- Filters: neither peer can apply one metadata filter to both of its legs, so a
+  harness builds one peer per distinct filter over the records that
+  :func:`matches_filter` selects (Chroma ``where`` syntax).
+- ``PEERS``: display name -> factory, in the order reports print them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from hybrid_memory.errors import MissingDependencyError
+
+__all__ = [
+    "PEERS",
+    "EmbeddingLike",
+    "Peer",
+    "PeerRecord",
+    "langchain_ensemble",
+    "llama_index_fusion",
+    "matches_filter",
+    "peer_text",
+]
+
+
+@dataclass(frozen=True)
+class PeerRecord:
+    """One memory as the peers see it."""
+
+    id: str
+    text: str
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class EmbeddingLike(Protocol):
+    """The part of hybrid-memory's Embedder protocol the peers use."""
+
+    @property
+    def name(self) -> str: ...
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+@runtime_checkable
+class Peer(Protocol):
+    """A retriever measured beside hybrid-memory."""
+
+    name: str
+
+    def add(self, records: Sequence[PeerRecord]) -> None:
+        """Make ``records`` searchable (vector store: incremental; BM25: full rebuild)."""
+
+    def search(self, query: str, k: int) -> list[str]:
+        """The ids of the best ``k`` records for ``query``, best first."""
+
+    def close(self) -> None:
+        """Release the peer's collection."""
+
+
+def peer_text(record: PeerRecord) -> str:
+    """What a peer indexes: ``"<tags joined by spaces>: <text>"``, or the text alone."""
+    if record.tags:
+        return f"{' '.join(record.tags)}: {record.text}"
+    return record.text
+
+
+# --- metadata filters (Chroma `where` syntax), for choosing a peer's subset ------------
+
+
+def matches_filter(
+    where: Mapping[str, Any] | None, metadata: Mapping[str, Any], tags: Sequence[str] = ()
+) -> bool:
+    """Whether a record with ``metadata`` (and ``tags``) passes the Chroma ``where`` filter.
+
+    The same validation and semantics as hybrid-memory's own search legs
+    (:mod:`hybrid_memory.filters`): ``$and``/``$or``, bare values for equality, ``$eq $ne
+    $gt $gte $lt $lte $in $nin $contains $not_contains``; ``$ne``/``$nin`` also match
+    records that lack the field, numbers never equal booleans. ``None`` or ``{}``
+    matches everything. An invalid filter raises ``InvalidInputError``.
+    """
+    from hybrid_memory.filters import matches, parse_filter
+    from hybrid_memory.tags import normalise_tag
+
+    node = parse_filter(where)
+    if node is None:
+        return True
+    return matches(node, metadata, tuple(normalise_tag(t) for t in tags))
+
+
+# --- shared plumbing -----------------------------------------------------------------
+
+
+def _require(module: str, package: str) -> None:
+    try:
+        __import__(module)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            package, "the peer retrievers (pip install 'hybrid-memory[bench]')"
+        ) from exc
+
+
+def _new_collection(prefix: str) -> tuple[Any, Any, str]:
+    """A fresh cosine collection in Chroma's in-process client.
+
+    Chroma's ephemeral clients share one in-process system, so every peer takes a
+    unique collection name instead of trusting a new client to be empty.
+    """
+    import chromadb
+
+    client = chromadb.EphemeralClient()
+    name = f"{prefix}-{uuid.uuid4().hex}"
+    collection = client.create_collection(
+        name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+    )
+    return client, collection, name
+
+
+# --- LangChain ------------------------------------------------------------------------
+
+
+def langchain_ensemble(embedding: EmbeddingLike, *, weights: Sequence[float] = (0.5, 0.5)) -> Peer:
+    """LangChain ``EnsembleRetriever`` over ``BM25Retriever`` and a Chroma retriever."""
+    _require("langchain_community.retrievers", "langchain-community")
+    _require("langchain_classic.retrievers", "langchain-classic")
+    _require("langchain_chroma", "langchain-chroma")
+    _require("rank_bm25", "rank-bm25")
+    return _LangChainEnsemble(embedding, tuple(weights))
+
+
+class _LangChainEnsemble:
+    name = "LangChain EnsembleRetriever"
+
+    def __init__(self, embedding: EmbeddingLike, weights: tuple[float, ...]) -> None:
+        from langchain_chroma import Chroma
+        from langchain_core.embeddings import Embeddings
+
+        class _Embeddings(Embeddings):
+            def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                return embedding.embed_documents(list(texts))
+
+            def embed_query(self, text: str) -> list[float]:
+                return embedding.embed_query(text)
+
+        self._weights = list(weights)
+        self._client, _, self._collection_name = _new_collection("peer-langchain")
+        self._vectorstore = Chroma(
+            collection_name=self._collection_name,
+            embedding_function=_Embeddings(),
+            client=self._client,
+        )
+        self._texts: list[str] = []
+        self._metadatas: list[dict[str, Any]] = []
+        self._ensemble: Any = None
+        self._bm25: Any = None
+        self._vector: Any = None
+
+    def add(self, records: Sequence[PeerRecord]) -> None:
+        if not records:
+            return
+        from langchain_classic.retrievers import EnsembleRetriever
+        from langchain_community.retrievers import BM25Retriever
+
+        texts = [peer_text(r) for r in records]
+        metadatas = [{"id": r.id} for r in records]
+        self._vectorstore.add_texts(texts, metadatas=metadatas, ids=[r.id for r in records])
+        self._texts.extend(texts)
+        self._metadatas.extend(metadatas)
+        # rank_bm25 cannot add documents: the keyword leg is rebuilt over everything.
+        self._bm25 = BM25Retriever.from_texts(self._texts, metadatas=self._metadatas)
+        self._vector = self._vectorstore.as_retriever()
+        self._ensemble = EnsembleRetriever(
+            retrievers=[self._bm25, self._vector], weights=self._weights
+        )
+
+    def search(self, query: str, k: int) -> list[str]:
+        if self._ensemble is None:
+            return []
+        self._bm25.k = k
+        self._vector.search_kwargs = {"k": min(k, len(self._texts))}
+        docs = self._ensemble.invoke(query)
+        return [doc.metadata["id"] for doc in docs[:k]]
+
+    def close(self) -> None:
+        # Already gone: closing twice is harmless.
+        with contextlib.suppress(Exception):
+            self._client.delete_collection(self._collection_name)
+
+
+# --- LlamaIndex -----------------------------------------------------------------------
+
+
+def llama_index_fusion(embedding: EmbeddingLike) -> Peer:
+    """LlamaIndex ``QueryFusionRetriever`` (reciprocal rerank) over vector + bm25s."""
+    _require("llama_index.core", "llama-index-core")
+    _require("llama_index.retrievers.bm25", "llama-index-retrievers-bm25")
+    _require("llama_index.vector_stores.chroma", "llama-index-vector-stores-chroma")
+    return _LlamaIndexFusion(embedding)
+
+
+def _llama_index_embedding(embedding: EmbeddingLike) -> Any:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from pydantic import PrivateAttr
+
+    class _Embedding(BaseEmbedding):
+        _embedder: Any = PrivateAttr()
+
+        def __init__(self, embedder: EmbeddingLike) -> None:
+            super().__init__(model_name=embedder.name)
+            self._embedder = embedder
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return list(self._embedder.embed_query(query))
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return list(self._embedder.embed_documents([text])[0])
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return [list(v) for v in self._embedder.embed_documents(list(texts))]
+
+    return _Embedding(embedding)
+
+
+class _LlamaIndexFusion:
+    name = "LlamaIndex QueryFusionRetriever"
+
+    def __init__(self, embedding: EmbeddingLike) -> None:
+        from llama_index.core import StorageContext, VectorStoreIndex
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+
+        self._client, collection, self._collection_name = _new_collection("peer-llamaindex")
+        storage = StorageContext.from_defaults(
+            vector_store=ChromaVectorStore(chroma_collection=collection)
+        )
+        self._index = VectorStoreIndex(
+            nodes=[], storage_context=storage, embed_model=_llama_index_embedding(embedding)
+        )
+        self._nodes: list[Any] = []
+        self._bm25: Any = None
+        self._fusion: Any = None
+        self._fusion_k = 0
+
+    def add(self, records: Sequence[PeerRecord]) -> None:
+        if not records:
+            return
+        from llama_index.core.schema import TextNode
+
+        # No node metadata: LlamaIndex would embed and BM25-index it with the text.
+        nodes = [TextNode(id_=r.id, text=peer_text(r)) for r in records]
+        self._index.insert_nodes(nodes)
+        self._nodes.extend(nodes)
+        # bm25s cannot add documents: the keyword leg is rebuilt over everything.
+        self._bm25 = None
+        self._fusion = None
+
+    def _retriever(self, k: int) -> Any:
+        if self._fusion is not None and self._fusion_k == k:
+            return self._fusion
+        import logging
+
+        from llama_index.core.llms import MockLLM
+        from llama_index.core.retrievers import QueryFusionRetriever
+        from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        top_k = min(k, len(self._nodes))
+        if self._bm25 is None:
+            # bm25s warns (and clamps) when k exceeds the corpus; the clamp is done here.
+            logging.getLogger("llama_index.retrievers.bm25.base").setLevel(logging.ERROR)
+            self._bm25 = BM25Retriever.from_defaults(nodes=self._nodes, similarity_top_k=top_k)
+        self._bm25.similarity_top_k = top_k
+        self._fusion = QueryFusionRetriever(
+            [self._index.as_retriever(similarity_top_k=top_k), self._bm25],
+            mode=FUSION_MODES.RECIPROCAL_RANK,
+            num_queries=1,  # the query alone: no LLM-generated rewrites
+            similarity_top_k=k,
+            use_async=False,  # same results; avoids an event loop per query
+            llm=MockLLM(),  # never called with num_queries=1, but the class resolves one
+        )
+        self._fusion_k = k
+        return self._fusion
+
+    def search(self, query: str, k: int) -> list[str]:
+        if not self._nodes:
+            return []
+        nodes = self._retriever(k).retrieve(query)
+        return [n.node.node_id for n in nodes[:k]]
+
+    def close(self) -> None:
+        # Already gone: closing twice is harmless.
+        with contextlib.suppress(Exception):
+            self._client.delete_collection(self._collection_name)
+
+
+#: Display name -> factory, in report order.
+PEERS: dict[str, Callable[[EmbeddingLike], Peer]] = {
+    _LangChainEnsemble.name: langchain_ensemble,
+    _LlamaIndexFusion.name: llama_index_fusion,
+}
