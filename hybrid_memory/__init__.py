@@ -1,0 +1,55 @@
+"""hybrid-memory: hybrid (vector + BM25 + tag) memory for agents.
+
+``HybridMemory`` is the store; ``HybridRetriever`` (loaded on first use, so importing
+this package does not import LangChain or LlamaIndex) is one retriever for both
+LangChain and LlamaIndex.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hybrid_memory.errors import (
+    DuplicateIdError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    HybridMemoryError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    MissingDependencyError,
+    StoreError,
+)
+from hybrid_memory.memory import HybridMemory
+from hybrid_memory.settings import HybridMemorySettings
+from hybrid_memory.types import Hit, Memory, SearchResult
+
+if TYPE_CHECKING:
+    from hybrid_memory.retriever import HybridRetriever
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DuplicateIdError",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "Hit",
+    "HybridMemory",
+    "HybridMemoryError",
+    "HybridMemorySettings",
+    "HybridRetriever",
+    "InvalidInputError",
+    "Memory",
+    "MemoryNotFoundError",
+    "MissingDependencyError",
+    "SearchResult",
+    "StoreError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The retriever imports LangChain and LlamaIndex (seconds); load it only when asked for.
+    if name == "HybridRetriever":
+        from hybrid_memory.retriever import HybridRetriever
+
+        return HybridRetriever
+    raise AttributeError(f"module 'hybrid_memory' has no attribute {name!r}")

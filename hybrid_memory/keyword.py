@@ -1,0 +1,371 @@
+"""The derived keyword index: BM25 over SQLite FTS5, plus the tag and metadata tables
+the keyword and tag legs filter with.
+
+Derived state (DESIGN.md, "The one rule of state"): every row here can be rebuilt
+from the Chroma collection, and :class:`~hybrid_memory.memory.HybridMemory` checks
+it against the collection on open. FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.75;
+Robertson & Zaragoza 2009), stems with Porter by default, persists, and updates
+incrementally, so adding a memory costs a fraction of a millisecond instead of an
+index rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_memory.filters import Node, metadata_rows, to_sql
+
+SCHEMA_VERSION = "1"
+_CHUNK = 500  # SQLite host parameters per statement stay well under its limit
+
+# Dropped from keyword *queries* only: they match most memories and drown the terms
+# that carry the question. Memories keep them, so phrase-like evidence survives.
+STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "don", "didn", "doesn", "isn", "wasn", "aren", "weren"]
+)
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def match_query(text: str, *, drop_stopwords: bool = True) -> str | None:
+    """An FTS5 MATCH expression for free text: its distinct words OR-ed, each quoted.
+
+    Quoting every word as a string literal means no character of user text can reach
+    FTS5's query syntax (``AND``, ``NEAR``, ``*``, ``:``, ``"``, parentheses…).
+    Returns None when the text has no words at all.
+    """
+    tokens = list(dict.fromkeys(_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())))
+    if drop_stopwords:
+        content = [t for t in tokens if t not in STOPWORDS]
+        tokens = content or tokens  # a query of only stopwords still searches them
+    if not tokens:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """What the index keeps of one memory."""
+
+    id: str
+    text: str
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class KeywordIndex:
+    """SQLite tables: ``memories`` (one row per memory), ``memories_fts`` (FTS5 over
+    the text), ``memory_tags`` and ``memory_meta`` (for tag matches and filters).
+
+    ``path=None`` keeps the index in memory. One connection serves all threads,
+    guarded by a lock; each call is one transaction.
+    """
+
+    def __init__(self, path: str | None, tokenizer: str) -> None:
+        self.path = path
+        self.tokenizer = tokenizer
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            path or ":memory:", check_same_thread=False, isolation_level=None
+        )
+        if path:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        self.rebuilt_schema = self._ensure_schema()
+
+    # --- schema ---------------------------------------------------------------------
+
+    def _ensure_schema(self) -> bool:
+        """Create the tables; recreate them when the schema or tokenizer changed.
+        Returns True when the index was (re)created empty and must be filled."""
+        with self._lock:
+            c = self._conn
+            c.execute("CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT)")
+            stored = dict(c.execute("SELECT key, value FROM index_state").fetchall())
+            fresh = stored.get("schema") != SCHEMA_VERSION or stored.get("tokenizer") != (
+                self.tokenizer
+            )
+            if fresh:
+                for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
+                    c.execute(f"DROP TABLE IF EXISTS {table}")
+                c.execute("DELETE FROM index_state")
+            c.executescript(
+                """
+                CREATE TABLE IF NOT EXISTS memories (
+                    rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, text TEXT NOT NULL,
+                    tags TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
+                    created_at REAL NOT NULL, updated_at REAL NOT NULL);
+                CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+                CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+                CREATE TABLE IF NOT EXISTS memory_tags (
+                    tag TEXT NOT NULL, rowid INTEGER NOT NULL, PRIMARY KEY (tag, rowid))
+                    WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS memory_tags_row ON memory_tags(rowid);
+                CREATE TABLE IF NOT EXISTS memory_meta (
+                    rowid INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+                    in_array INTEGER NOT NULL, value);
+                CREATE INDEX IF NOT EXISTS memory_meta_value
+                    ON memory_meta(key, kind, in_array, value);
+                CREATE INDEX IF NOT EXISTS memory_meta_row ON memory_meta(rowid);
+                """
+            )
+            tokenize = self.tokenizer.replace("'", "''")
+            try:
+                c.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts "
+                    f"USING fts5(text, tokenize='{tokenize}')"
+                )
+            except sqlite3.OperationalError as exc:
+                from hybrid_memory.errors import InvalidInputError
+
+                raise InvalidInputError(
+                    "HYBRID_MEMORY_KEYWORD_TOKENIZER (keyword_tokenizer)",
+                    f"SQLite FTS5 rejected tokenizer {self.tokenizer!r}: {exc}; examples: "
+                    "'porter unicode61 remove_diacritics 2', 'unicode61', 'trigram'",
+                ) from exc
+            c.executemany(
+                "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
+                [("schema", SCHEMA_VERSION), ("tokenizer", self.tokenizer)],
+            )
+            return fresh
+
+    def get_state(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM index_state WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else None
+
+    def set_state(self, key: str, value: str) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (key, value))
+
+    # --- writes -------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        """Insert or replace memories by id, in one transaction."""
+        if not rows:
+            return
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                existing = self._rowids([r.id for r in rows])
+                if existing:
+                    self._delete_rowids(list(existing.values()), keep_memories=True)
+                next_rowid = (c.execute("SELECT MAX(rowid) FROM memories").fetchone()[0] or 0) + 1
+                assigned: list[int] = []
+                for row in rows:
+                    if row.id in existing:
+                        assigned.append(existing[row.id])
+                    else:
+                        existing[row.id] = next_rowid  # a repeated id in one batch reuses it
+                        assigned.append(next_rowid)
+                        next_rowid += 1
+                c.executemany(
+                    "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            rowid,
+                            r.id,
+                            r.text,
+                            json.dumps(list(r.tags)),
+                            json.dumps(r.metadata, sort_keys=True),
+                            r.content_hash,
+                            r.created_at,
+                            r.updated_at,
+                        )
+                        for rowid, r in zip(assigned, rows, strict=True)
+                    ],
+                )
+                live = dict(zip([r.id for r in rows], assigned, strict=True))  # last one wins
+                latest = {r.id: r for r in rows}
+                c.executemany(
+                    "INSERT INTO memories_fts(rowid, text) VALUES (?, ?)",
+                    [(rowid, latest[i].text) for i, rowid in live.items()],
+                )
+                c.executemany(
+                    "INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
+                    [(tag, rowid) for i, rowid in live.items() for tag in latest[i].tags],
+                )
+                c.executemany(
+                    "INSERT INTO memory_meta VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (rowid, key, kind, in_array, value)
+                        for i, rowid in live.items()
+                        for key, kind, in_array, value in metadata_rows(latest[i].metadata)
+                    ],
+                )
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Remove memories by id; returns how many were present."""
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                rowids = list(self._rowids(list(ids)).values())
+                self._delete_rowids(rowids, keep_memories=False)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            return len(rowids)
+
+    def clear(self) -> None:
+        with self._lock:
+            for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
+                self._conn.execute(f"DELETE FROM {table}")
+
+    def _delete_rowids(self, rowids: list[int], *, keep_memories: bool) -> None:
+        tables = ["memories_fts", "memory_tags", "memory_meta"]
+        if not keep_memories:
+            tables.append("memories")
+        for table in tables:
+            self._conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
+
+    def _rowids(self, ids: list[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            found.update(
+                self._conn.execute(
+                    f"SELECT id, rowid FROM memories WHERE id IN ({marks})", chunk
+                ).fetchall()
+            )
+        return found
+
+    # --- reads --------------------------------------------------------------------------
+
+    def count(self, where: Node | None = None) -> int:
+        sql, params = to_sql(where)
+        with self._lock:
+            query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
+            return int(self._conn.execute(query, params).fetchone()[0])
+
+    def ids(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        with self._lock:
+            return set(self._rowids(list(ids)))
+
+    def watermark(self) -> float | None:
+        """The newest ``updated_at`` indexed: where catching up with the collection starts."""
+        with self._lock:
+            value = self._conn.execute("SELECT MAX(updated_at) FROM memories").fetchone()[0]
+            return None if value is None else float(value)
+
+    def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
+        """For each content hash already stored, one memory id that has it."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for start in range(0, len(hashes), _CHUNK):
+                chunk = list(hashes[start : start + _CHUNK])
+                marks = ", ".join("?" * len(chunk))
+                for content_hash, memory_id in self._conn.execute(
+                    f"SELECT content_hash, MIN(id) FROM memories WHERE content_hash IN ({marks}) "
+                    "GROUP BY content_hash",
+                    chunk,
+                ):
+                    out[content_hash] = memory_id
+        return out
+
+    def all_tags(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT DISTINCT tag FROM memory_tags")]
+
+    def search(self, text: str, limit: int, where: Node | None = None, *, drop_stopwords: bool = True
+               ) -> list[tuple[str, float]]:
+        """The ``limit`` best BM25 matches for free text among memories passing ``where``:
+        ``[(id, bm25 score)]``, best first, scores positive."""
+        expression = match_query(text, drop_stopwords=drop_stopwords)
+        if expression is None:
+            return []
+        sql, params = to_sql(where)
+        query = (
+            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
+            "JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ?"
+            + (f" AND {sql}" if sql else "")
+            + " ORDER BY bm25(memories_fts) LIMIT ?"
+        )
+        with self._lock:
+            return [(r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])]
+
+    def tag_matches(
+        self,
+        tags: Sequence[str],
+        limit: int,
+        where: Node | None = None,
+        among: Sequence[str] | None = None,
+    ) -> list[tuple[str, int, float]]:
+        """Memories carrying any of ``tags`` (and passing ``where``; restricted to
+        ``among`` ids when given): ``[(id, tags matched, created_at)]``, most matched
+        tags first, then newest first."""
+        if not tags or (among is not None and not among):
+            return []
+        sql, params = to_sql(where)
+        tag_marks = ", ".join("?" * len(tags))
+        conditions = [f"t.tag IN ({tag_marks})"]
+        args: list[Any] = list(tags)
+        if among is not None:
+            conditions.append(f"m.id IN ({', '.join('?' * len(among))})")
+            args.extend(among)
+        if sql:
+            conditions.append(sql)
+            args.extend(params)
+        query = (
+            "SELECT m.id, COUNT(*) AS matched, m.created_at FROM memory_tags t "
+            "JOIN memories m ON m.rowid = t.rowid WHERE " + " AND ".join(conditions)
+            + " GROUP BY m.rowid ORDER BY matched DESC, m.created_at DESC LIMIT ?"
+        )
+        with self._lock:
+            return [(r[0], int(r[1]), float(r[2])) for r in self._conn.execute(query, [*args, limit])]
+
+    def created_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """Creation times (epoch seconds) by id, for recency decay."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = list(ids[start : start + _CHUNK])
+                marks = ", ".join("?" * len(chunk))
+                out.update(
+                    self._conn.execute(
+                        f"SELECT id, created_at FROM memories WHERE id IN ({marks})", chunk
+                    ).fetchall()
+                )
+        return out
+
+    def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+        """Index rows by id (for ids present)."""
+        out: dict[str, IndexRow] = {}
+        with self._lock:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = list(ids[start : start + _CHUNK])
+                marks = ", ".join("?" * len(chunk))
+                for r in self._conn.execute(
+                    "SELECT id, text, tags, metadata, content_hash, created_at, updated_at "
+                    f"FROM memories WHERE id IN ({marks})",
+                    chunk,
+                ):
+                    out[r[0]] = IndexRow(
+                        r[0], r[1], tuple(json.loads(r[2])), json.loads(r[3]), r[4], r[5], r[6]
+                    )
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

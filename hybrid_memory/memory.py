@@ -1,0 +1,904 @@
+"""HybridMemory: the memory store and its hybrid search.
+
+Quick tour (runs as written; the first call loads the embedding model)::
+
+    from hybrid_memory import HybridMemory
+
+    memory = HybridMemory(path="./memory")          # embedded Chroma on disk; no server
+    memory.add("Alice prefers dark mode", tags=["alice", "ui"], metadata={"user": "alice"})
+    hits = memory.search("what theme does alice like?", k=5, filter={"user": "alice"})
+    hits[0].text, hits[0].score, hits[0].ranks      # ranks: {"vector": 1, "keyword": 1, "tag": 1}
+
+``HybridMemory()`` keeps everything in memory; ``HybridMemory(url="http://host:8000")``
+or ``HybridMemory(client=chromadb.HttpClient(...))`` shares one memory through a
+Chroma server.
+
+State (DESIGN.md): the Chroma collection holds everything (text, tags, metadata,
+times, vectors). The SQLite keyword index is derived from it, checked against it
+on open (count and write watermark) and repaired when it drifted, then kept in
+step by every write of this process and by a cheap periodic check for writes of
+other processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from os import PathLike
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from hybrid_memory.embeddings import Embedder, QueryCache, Vector, resolve_embedding
+from hybrid_memory.errors import (
+    DuplicateIdError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    StoreError,
+)
+from hybrid_memory.filters import (
+    CREATED_KEY,
+    HASH_KEY,
+    RESERVED_FIELDS,
+    RESERVED_PREFIX,
+    TAGS_KEY,
+    UPDATED_KEY,
+    Node,
+    parse_filter,
+    to_chroma,
+)
+from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
+from hybrid_memory.keyword import IndexRow, KeywordIndex
+from hybrid_memory.recency import age_in_days, decay_factor
+from hybrid_memory.settings import HybridMemorySettings, load_settings
+from hybrid_memory.tags import TagCache, normalise_tags
+from hybrid_memory.timeutil import now_timestamp, to_datetime, to_timestamp
+from hybrid_memory.tokens import count_tokens
+from hybrid_memory.types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
+
+# Collection-level metadata recording how the collection was built.
+EMBEDDING_META = "hm:embedding"
+DIMENSION_META = "hm:dimension"
+
+_PAGE = 5000  # records per Chroma read while syncing
+_SEARCH_ONLY_FIELDS = frozenset(
+    {
+        "k",
+        "max_k",
+        "candidates",
+        "rrf_k",
+        "alpha",
+        "alpha_thresholds",
+        "alpha_values",
+        "tag_weight",
+        "tag_boost",
+        "recency_decay",
+        "drop_stopwords",
+        "token_encoding",
+        "sync_interval",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A validated memory, ready to be written."""
+
+    id: str | None
+    text: str
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    created_at: float | None
+    content_hash: str
+
+
+class HybridMemory:
+    """A memory store with hybrid (vector + BM25 keyword + tag) search.
+
+    Args:
+        path: directory for an embedded, persistent store. Exclusive with ``url``
+            and ``client``. Neither: an in-memory store.
+        url: a Chroma server (``http://127.0.0.1:8000``) shared by many agents.
+        client: a ready Chroma client (``chromadb.HttpClient(...)``, ``PersistentClient``…).
+        collection: the Chroma collection name (default ``hybrid_memory``; an
+            in-memory store without one gets a private collection).
+        embedding: a LangChain ``Embeddings``, a LlamaIndex embedding model, a
+            Chroma embedding function or a ``callable(list[str]) -> vectors``;
+            default all-MiniLM-L6-v2, offline.
+        embedding_name: the name recorded with the collection for that embedding
+            (default: derived from the object). Reopening a collection with another
+            name fails with :class:`EmbeddingMismatchError`.
+        settings: a :class:`HybridMemorySettings`; environment variables
+            ``HYBRID_MEMORY_*`` fill what it does not set.
+        **overrides: any settings field, beating both.
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        client: Any = None,
+        collection: str | None = None,
+        embedding: Any = None,
+        embedding_name: str | None = None,
+        settings: HybridMemorySettings | None = None,
+        **overrides: Any,
+    ) -> None:
+        if client is not None and (path is not None or url is not None):
+            raise InvalidInputError("client", "pass either client, or path/url, not both")
+        if path is not None:
+            overrides["path"] = str(path)
+        if url is not None:
+            overrides["url"] = url
+        if collection is not None:
+            overrides["collection"] = collection
+        self.settings = load_settings(settings, **overrides)
+        s = self.settings
+        self.embedder: Embedder = resolve_embedding(embedding, s, embedding_name)
+        self._queries = QueryCache(self.embedder, s.query_cache_size)
+        self._client = client if client is not None else _make_client(s)
+        private = (
+            client is None
+            and s.path is None
+            and s.url is None
+            and "collection" not in s.model_fields_set
+        )
+        self._collection_name = f"hm-{uuid.uuid4().hex[:12]}" if private else s.collection
+        self._drop_on_close = private
+        self._collection = self._open_collection()
+        self._dimension: int | None = (self._collection.metadata or {}).get(DIMENSION_META)
+        self._index = KeywordIndex(_index_path(s, self._collection_name), s.keyword_tokenizer)
+        self._write_lock = threading.RLock()
+        self._tags = TagCache(self._index.all_tags, s.tag_cache_ttl)
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hybrid-memory")
+        self._owner = True
+        self._closed = False
+        self._last_sync = 0.0
+        self.sync()
+
+    # --- opening ----------------------------------------------------------------------
+
+    def _open_collection(self) -> Any:
+        try:
+            collection = self._client.get_or_create_collection(
+                self._collection_name,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={EMBEDDING_META: self.embedder.name},
+                embedding_function=None,
+            )
+        except Exception as exc:
+            raise StoreError(
+                f"could not open Chroma collection {self._collection_name!r}: {exc}"
+            ) from exc
+        recorded = (collection.metadata or {}).get(EMBEDDING_META)
+        if recorded is None and collection.count() == 0:
+            collection.modify(metadata={**(collection.metadata or {}), EMBEDDING_META: self.embedder.name})
+        elif recorded != self.embedder.name:
+            raise EmbeddingMismatchError(
+                f"collection {self._collection_name!r} was written with embedding "
+                f"{recorded!r}, but this store embeds with {self.embedder.name!r}; vectors of "
+                "different models are not comparable. Open it with the same embedding (or pass "
+                "embedding_name= if only the name changed), or use another collection."
+            )
+        return collection
+
+    # --- keeping the derived index in step --------------------------------------------------
+
+    def sync(self, *, full: bool = False) -> None:
+        """Bring the keyword index up to date with the collection.
+
+        Cheap by default: picks up memories written after the index's watermark and
+        reconciles ids when the counts differ. ``full=True`` also re-reads every
+        memory (after another process updated memories in place, for example).
+        """
+        with self._write_lock:
+            index = self._index
+            collection_id = str(self._collection.id)
+            if index.get_state("collection_id") != collection_id:
+                index.clear()
+                index.set_state("collection_id", collection_id)
+            watermark = None if full else index.watermark()
+            where = None if watermark is None else {UPDATED_KEY: {"$gt": watermark}}
+            for page in self._pages(where=where):
+                index.upsert(page)
+            if full or index.count() != self._collection.count():
+                self._reconcile()
+            self._last_sync = time.monotonic()
+            self._tags.invalidate()
+
+    def _maybe_sync(self) -> None:
+        if time.monotonic() - self._last_sync >= self.settings.sync_interval:
+            self.sync()
+
+    def _pages(self, where: Mapping[str, Any] | None = None, ids: list[str] | None = None
+               ) -> Iterable[list[IndexRow]]:
+        if ids is not None:
+            for start in range(0, len(ids), _PAGE):
+                got = self._chroma("get", ids=ids[start : start + _PAGE],
+                                   include=["documents", "metadatas"])
+                yield [_index_row(*r) for r in zip(got["ids"], got["documents"], got["metadatas"],
+                                                  strict=True)]
+            return
+        offset = 0
+        while True:
+            got = self._chroma("get", where=where, limit=_PAGE, offset=offset,
+                               include=["documents", "metadatas"])
+            if not got["ids"]:
+                return
+            yield [_index_row(*r) for r in zip(got["ids"], got["documents"], got["metadatas"],
+                                              strict=True)]
+            offset += len(got["ids"])
+
+    def _reconcile(self) -> None:
+        chroma_ids: set[str] = set()
+        offset = 0
+        while True:
+            got = self._chroma("get", limit=_PAGE, offset=offset, include=[])
+            if not got["ids"]:
+                break
+            chroma_ids.update(got["ids"])
+            offset += len(got["ids"])
+        indexed = self._index.ids()
+        stale = indexed - chroma_ids
+        if stale:
+            self._index.delete(stale)
+        missing = sorted(chroma_ids - indexed)
+        for page in self._pages(ids=missing):
+            self._index.upsert(page)
+
+    def _chroma(self, operation: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._collection, operation)(**kwargs)
+        except InvalidInputError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Chroma {operation} failed: {exc}") from exc
+
+    # --- writing ------------------------------------------------------------------------
+
+    def add(
+        self,
+        text: str,
+        *,
+        id: str | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | str | float | None = None,
+        upsert: bool = False,
+        allow_duplicates: bool = False,
+    ) -> str:
+        """Store one memory and return its id.
+
+        Without an ``id``, a memory whose exact text is already stored is not stored
+        again: its existing id is returned (``allow_duplicates=True`` stores a copy).
+        With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
+        """
+        item = {"text": text, "id": id, "tags": tags, "metadata": metadata, "created_at": created_at}
+        return self.add_many([item], upsert=upsert, allow_duplicates=allow_duplicates)[0]
+
+    def add_many(
+        self,
+        items: Iterable[str | Mapping[str, Any]],
+        *,
+        upsert: bool = False,
+        allow_duplicates: bool = False,
+    ) -> list[str]:
+        """Store many memories (embedded in batches); returns their ids in order.
+
+        Each item is a text or a mapping with ``text`` and optionally ``id``,
+        ``tags``, ``metadata``, ``created_at``. Everything is validated before
+        anything is written.
+        """
+        if isinstance(items, (str, Mapping)):
+            raise InvalidInputError("items", "expected a list of texts or dicts, not a single one")
+        prepared = [self._prepare(item, f"items[{i}]") for i, item in enumerate(items)]
+        explicit = [p.id for p in prepared if p.id is not None]
+        if len(set(explicit)) != len(explicit) and not upsert:
+            repeated = next(i for i in explicit if explicit.count(i) > 1)
+            raise InvalidInputError("id", f"id {repeated!r} appears more than once in this call")
+        with self._write_lock:
+            self._maybe_sync()
+            existing = self._existing_records(explicit)
+            if existing and not upsert:
+                raise DuplicateIdError(next(i for i in explicit if i in existing))
+            known = {} if allow_duplicates else self._index.ids_by_hash(
+                [p.content_hash for p in prepared if p.id is None]
+            )
+            ids: list[str] = []
+            to_write: dict[str, _Prepared] = {}
+            for p in prepared:
+                if p.id is not None:
+                    ids.append(p.id)
+                    to_write[p.id] = p
+                elif not allow_duplicates and p.content_hash in known:
+                    ids.append(known[p.content_hash])
+                else:
+                    new_id = uuid.uuid4().hex
+                    ids.append(new_id)
+                    to_write[new_id] = p
+                    if not allow_duplicates:
+                        known[p.content_hash] = new_id
+            if to_write:
+                self._write(to_write, existing)
+            return ids
+
+    def _write(self, records: dict[str, _Prepared], existing: Mapping[str, Mapping[str, Any]]) -> None:
+        texts = [p.text for p in records.values()]
+        vectors = self.embedder.embed_documents(texts)
+        self._check_dimension(vectors)
+        now = now_timestamp()
+        rows: list[IndexRow] = []
+        metadatas: list[dict[str, Any]] = []
+        for memory_id, p in records.items():
+            old_created = (existing.get(memory_id) or {}).get(CREATED_KEY)
+            created = p.created_at if p.created_at is not None else (old_created or now)
+            rows.append(IndexRow(memory_id, p.text, p.tags, p.metadata, p.content_hash, created, now))
+            metadatas.append(_chroma_metadata(rows[-1]))
+        ids = list(records)
+        step = self._max_batch()
+        for start in range(0, len(ids), step):
+            end = start + step
+            self._chroma(
+                "upsert",
+                ids=ids[start:end],
+                embeddings=vectors[start:end],
+                documents=texts[start:end],
+                metadatas=metadatas[start:end],
+            )
+        self._index.upsert(rows)
+        self._tags.invalidate()
+
+    def _max_batch(self) -> int:
+        try:
+            return max(1, int(self._client.get_max_batch_size()))
+        except Exception:
+            return 1000
+
+    def _check_dimension(self, vectors: list[Vector]) -> None:
+        if not vectors:
+            return
+        dimension = len(vectors[0])
+        if self._dimension is None:
+            self._dimension = dimension
+            meta = {**(self._collection.metadata or {}), DIMENSION_META: dimension}
+            self._chroma("modify", metadata=meta)
+        elif dimension != self._dimension:
+            raise EmbeddingMismatchError(
+                f"embedding {self.embedder.name!r} produced {dimension}-dimensional vectors, but "
+                f"collection {self._collection_name!r} holds {self._dimension}-dimensional ones"
+            )
+
+    def _existing_records(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        if not ids:
+            return {}
+        got = self._chroma("get", ids=list(ids), include=["metadatas"])
+        return {i: (m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True)}
+
+    def _prepare(self, item: str | Mapping[str, Any], where: str) -> _Prepared:
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, Mapping):
+            raise InvalidInputError(where, f"expected a text or a dict, got {type(item).__name__}")
+        unknown = set(item) - {"text", "id", "tags", "metadata", "created_at"}
+        if unknown:
+            raise InvalidInputError(
+                where, f"unknown keys {sorted(unknown)}; allowed: text, id, tags, metadata, "
+                "created_at"
+            )
+        text = self._valid_text(item.get("text"))
+        memory_id = item.get("id")
+        if memory_id is not None:
+            memory_id = _valid_id(memory_id)
+        s = self.settings
+        tags = normalise_tags(item.get("tags"), max_tags=s.max_tags, max_length=s.max_tag_length)
+        metadata = _valid_metadata(item.get("metadata"))
+        created = item.get("created_at")
+        created_at = None if created is None else to_timestamp(created, field="created_at")
+        content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return _Prepared(memory_id, text, tags, metadata, created_at, content_hash)
+
+    def _valid_text(self, text: Any, field: str = "text") -> str:
+        if not isinstance(text, str):
+            raise InvalidInputError(field, f"expected a string, got {type(text).__name__}")
+        if not text.strip():
+            raise InvalidInputError(field, "must not be empty or blank")
+        if len(text) > self.settings.max_text_length:
+            raise InvalidInputError(
+                field, f"at most {self.settings.max_text_length} characters, got {len(text)} "
+                "(raise HYBRID_MEMORY_MAX_TEXT_LENGTH)"
+            )
+        return text
+
+    def update(
+        self,
+        id: str,
+        *,
+        text: str | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """Change a memory's text, tags and/or metadata (each replaces the old value).
+
+        The memory is re-embedded only when its text changes. Returns the new memory.
+        """
+        memory_id = _valid_id(id)
+        if text is None and tags is None and metadata is None:
+            raise InvalidInputError("update", "give at least one of text, tags, metadata")
+        s = self.settings
+        new_text = None if text is None else self._valid_text(text)
+        new_tags = None if tags is None else normalise_tags(
+            tags, max_tags=s.max_tags, max_length=s.max_tag_length
+        )
+        new_meta = None if metadata is None else _valid_metadata(metadata)
+        with self._write_lock:
+            got = self._chroma("get", ids=[memory_id], include=["documents", "metadatas", "embeddings"])
+            if not got["ids"]:
+                raise MemoryNotFoundError(memory_id)
+            old = _index_row(memory_id, got["documents"][0], got["metadatas"][0])
+            final_text = old.text if new_text is None else new_text
+            if new_text is not None and new_text != old.text:
+                vector = self.embedder.embed_documents([final_text])
+                self._check_dimension(vector)
+            else:
+                vector = [list(got["embeddings"][0])]
+            row = IndexRow(
+                memory_id,
+                final_text,
+                old.tags if new_tags is None else new_tags,
+                old.metadata if new_meta is None else new_meta,
+                hashlib.sha256(final_text.encode("utf-8")).hexdigest(),
+                old.created_at or now_timestamp(),
+                max(now_timestamp(), old.updated_at),
+            )
+            self._chroma("upsert", ids=[memory_id], embeddings=vector, documents=[final_text],
+                         metadatas=[_chroma_metadata(row)])
+            self._index.upsert([row])
+            self._tags.invalidate()
+            return _memory(row)
+
+    def delete(self, ids: str | Sequence[str] | None = None, *, filter: Mapping[str, Any] | None = None
+               ) -> int:
+        """Delete memories by id (all must exist) or by a metadata filter; returns how many."""
+        if (ids is None) == (filter is None):
+            raise InvalidInputError("delete", "give exactly one of ids or filter")
+        with self._write_lock:
+            if ids is not None:
+                id_list = [ids] if isinstance(ids, str) else list(ids)
+                if not id_list:
+                    return 0
+                id_list = [_valid_id(i) for i in id_list]
+                present = set(self._existing_records(id_list))
+                missing = [i for i in id_list if i not in present]
+                if missing:
+                    raise MemoryNotFoundError(missing[0])
+            else:
+                node = parse_filter(filter)
+                if node is None:
+                    raise InvalidInputError(
+                        "filter", "an empty filter would delete everything; pass ids instead"
+                    )
+                id_list = self._chroma("get", where=to_chroma(node), include=[])["ids"]
+                if not id_list:
+                    return 0
+            unique = list(dict.fromkeys(id_list))
+            self._chroma("delete", ids=unique)
+            self._index.delete(unique)
+            self._tags.invalidate()
+            return len(unique)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def get(self, id: str) -> Memory:
+        """The memory with this id, or :class:`MemoryNotFoundError`."""
+        return self.get_many([id])[0]
+
+    def get_many(self, ids: Sequence[str]) -> list[Memory]:
+        """The memories with these ids, in the same order; every id must exist."""
+        id_list = [_valid_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
+        got = self._chroma("get", ids=id_list, include=["documents", "metadatas"])
+        found = {
+            i: _memory(_index_row(i, d, m))
+            for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        }
+        for memory_id in id_list:
+            if memory_id not in found:
+                raise MemoryNotFoundError(memory_id)
+        return [found[i] for i in id_list]
+
+    def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many memories there are (matching ``filter``, when given)."""
+        node = parse_filter(filter)
+        if node is None:
+            return int(self._chroma("count"))
+        self._maybe_sync()
+        return self._index.count(node)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def tags(self) -> list[str]:
+        """Every tag in use, sorted."""
+        self._maybe_sync()
+        return sorted(self._index.all_tags())
+
+    def with_settings(self, **overrides: Any) -> HybridMemory:
+        """A view of this store with other search settings (k, alpha, tag_weight,
+        recency_decay, candidates, rrf_k, …): same memories, index and embedder."""
+        wrong = sorted(set(overrides) - _SEARCH_ONLY_FIELDS)
+        if wrong:
+            raise InvalidInputError(
+                "with_settings",
+                f"{', '.join(wrong)} cannot change on an open store; search settings that can: "
+                f"{', '.join(sorted(_SEARCH_ONLY_FIELDS))}",
+            )
+        view = object.__new__(HybridMemory)
+        view.__dict__.update(self.__dict__)
+        view.settings = load_settings(self.settings, **overrides)
+        view._owner = False
+        return view
+
+    # --- search -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        alpha: float | None = None,
+        now: datetime | str | float | None = None,
+        max_tokens: int | None = None,
+    ) -> SearchResult:
+        """The ``k`` memories that best answer ``query``, best first.
+
+        Args:
+            query: free text.
+            k: how many hits (1..max_k; default ``settings.k``).
+            filter: Chroma-style metadata filter applied by every leg before its cut.
+            tags: tags to match in the tag leg besides those found in the query text.
+            alpha: vector share against the keyword leg, in [0, 1]; default adaptive.
+            now: the current time for recency decay (default: now, UTC).
+            max_tokens: stop adding hits once their texts would exceed this many tokens.
+        """
+        text = self._valid_text(query, "query")
+        s = self.settings
+        extra_tags = normalise_tags(tags, max_tags=s.max_tags, max_length=s.max_tag_length)
+        matched = tuple(dict.fromkeys((*self._tags.find(text), *extra_tags)))
+        return self._search(
+            text=text,
+            vector=None,
+            matched_tags=matched,
+            k=k,
+            filter=filter,
+            alpha=alpha,
+            now=now,
+            max_tokens=max_tokens,
+            exclude=None,
+        )
+
+    def related(
+        self, id: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None
+    ) -> SearchResult:
+        """Memories near the one with ``id``: vector neighbours, shared tags and shared
+        keywords, fused like a search (the memory itself excluded)."""
+        memory_id = _valid_id(id)
+        got = self._chroma("get", ids=[memory_id], include=["documents", "metadatas", "embeddings"])
+        if not got["ids"]:
+            raise MemoryNotFoundError(memory_id)
+        row = _index_row(memory_id, got["documents"][0], got["metadatas"][0])
+        return self._search(
+            text=row.text,
+            vector=list(got["embeddings"][0]),
+            matched_tags=row.tags,
+            k=k,
+            filter=filter,
+            alpha=None,
+            now=None,
+            max_tokens=None,
+            exclude=memory_id,
+        )
+
+    def _search(
+        self,
+        *,
+        text: str,
+        vector: Vector | None,
+        matched_tags: tuple[str, ...],
+        k: int | None,
+        filter: Mapping[str, Any] | None,
+        alpha: float | None,
+        now: datetime | str | float | None,
+        max_tokens: int | None,
+        exclude: str | None,
+    ) -> SearchResult:
+        s = self.settings
+        k = s.k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= s.max_k:
+            raise InvalidInputError("k", f"expected an integer in 1..{s.max_k}, got {k!r}")
+        if alpha is not None and (
+            isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1
+        ):
+            raise InvalidInputError("alpha", f"expected a number in [0, 1], got {alpha!r}")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise InvalidInputError("max_tokens", f"expected a positive integer, got {max_tokens!r}")
+        now_ts = now_timestamp() if now is None else to_timestamp(now, field="now")
+        node = parse_filter(filter)
+        self._maybe_sync()
+
+        depth = max(s.candidates, k) + (1 if exclude else 0)
+        vector_leg: Future[tuple[dict[str, Any], str | None]] = self._pool.submit(
+            self._vector_leg, text, vector, depth, node
+        )
+        keyword_hits = self._index.search(text, depth, node, drop_stopwords=s.drop_stopwords)
+        vector_hits, fallback_reason = vector_leg.result()
+
+        vector_ids = [i for i in vector_hits if i != exclude]
+        keyword_ids = [i for i, _ in keyword_hits if i != exclude]
+        evidence: dict[str, int] = {}
+        for ranking in (vector_ids, keyword_ids):
+            for rank, memory_id in enumerate(ranking, start=1):
+                evidence[memory_id] = min(evidence.get(memory_id, rank), rank)
+        tag_counts = self._tag_leg(matched_tags, depth, node, evidence, exclude)
+        tag_ids = list(tag_counts)
+
+        if alpha is None:
+            alpha = s.alpha
+        if alpha is None:
+            size = self._index.count(node)
+            alpha = adaptive_alpha(size, s.alpha_thresholds, s.alpha_values)
+        weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(matched_tags))
+        if fallback_reason is not None:
+            weights[VECTOR] = 0.0
+        rankings = {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: tag_ids}
+        fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+        if s.recency_decay > 0 and fused:
+            created = self._index.created_at(list(fused))
+            for memory_id in fused:
+                age = age_in_days(created.get(memory_id, now_ts), now_ts)
+                fused[memory_id] *= decay_factor(age, s.recency_decay)
+
+        raw = {
+            VECTOR: {i: vector_hits[i]["similarity"] for i in vector_ids},
+            KEYWORD: dict(keyword_hits),
+            TAG: {i: float(c) for i, c in tag_counts.items()},
+        }
+        positions = {leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()}
+        hits = self._hydrate(order_by_score(fused), k, vector_hits)
+        result: list[Hit] = []
+        budget = 0
+        for memory in hits:
+            if max_tokens is not None:
+                budget += count_tokens(memory.text, s.token_encoding)
+                if budget > max_tokens:
+                    break
+            ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}
+            scores = {leg: raw[leg][memory.id] for leg in ranks}
+            result.append(Hit(memory, fused[memory.id], ranks, scores))
+        return SearchResult(
+            result,
+            alpha=float(alpha),
+            matched_tags=matched_tags,
+            fallback_mode=fallback_reason is not None,
+            fallback_reason=fallback_reason,
+        )
+
+    def _vector_leg(
+        self, text: str, vector: Vector | None, depth: int, node: Node | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """Chroma's nearest neighbours, as {id: {similarity, document, metadata}} in rank
+        order, or ({}, reason) when the query cannot be embedded."""
+        if vector is None:
+            try:
+                vector = self._queries.embed(text)
+            except EmbeddingError as exc:
+                return {}, f"query embedding failed, answered from keyword and tag legs: {exc}"
+        got = self._chroma(
+            "query",
+            query_embeddings=[vector],
+            n_results=depth,
+            where=to_chroma(node),
+            include=["distances", "documents", "metadatas"],
+        )
+        hits: dict[str, Any] = {}
+        for memory_id, distance, document, metadata in zip(
+            got["ids"][0], got["distances"][0], got["documents"][0], got["metadatas"][0], strict=True
+        ):
+            hits[memory_id] = {"similarity": 1.0 - float(distance), "row": (document, metadata)}
+        return hits, None
+
+    def _tag_leg(
+        self,
+        matched_tags: tuple[str, ...],
+        depth: int,
+        node: Node | None,
+        evidence: Mapping[str, int],
+        exclude: str | None,
+    ) -> dict[str, int]:
+        """Memories carrying matched tags, ranked by how many they carry, then by their
+        best rank in the other legs, then newest first: ``{id: matched count}`` in order."""
+        if not matched_tags:
+            return {}
+        rows = self._index.tag_matches(matched_tags, depth, node)
+        if evidence:
+            rows += self._index.tag_matches(matched_tags, len(evidence), node, among=list(evidence))
+        best: dict[str, tuple[int, float]] = {}
+        for memory_id, count, created in rows:
+            if memory_id != exclude:
+                best[memory_id] = (count, created)
+        ordered = sorted(
+            best,
+            key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1]),
+        )
+        return {i: best[i][0] for i in ordered[:depth]}
+
+    def _hydrate(self, ordered: list[str], k: int, vector_hits: Mapping[str, Any]) -> list[Memory]:
+        """The first ``k`` of ``ordered`` as memories, read from the collection (the
+        source of truth); ids the index still had but the collection lost are dropped
+        from the index and the next candidates move up."""
+        out: list[Memory] = []
+        position = 0
+        while len(out) < k and position < len(ordered):
+            batch = ordered[position : position + (k - len(out))]
+            position += len(batch)
+            rows = {i: vector_hits[i]["row"] for i in batch if i in vector_hits}
+            wanted = [i for i in batch if i not in rows]
+            if wanted:
+                got = self._chroma("get", ids=wanted, include=["documents", "metadatas"])
+                rows.update(
+                    {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"],
+                                                  strict=True)}
+                )
+                lost = [i for i in wanted if i not in rows]
+                if lost:
+                    self._index.delete(lost)
+            out.extend(_memory(_index_row(i, *rows[i])) for i in batch if i in rows)
+        return out
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the keyword index and worker threads (a private in-memory collection is
+        dropped). Views made by :meth:`with_settings` share them and close nothing."""
+        if not self._owner or self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=True)
+        self._index.close()
+        if self._drop_on_close:
+            try:
+                self._client.delete_collection(self._collection_name)
+            except Exception:
+                pass
+
+    def __enter__(self) -> HybridMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        s = self.settings
+        where = s.url or s.path or "in-memory"
+        return f"HybridMemory({where!r}, collection={self._collection_name!r})"
+
+
+# --- record conversion -------------------------------------------------------------------
+
+
+def _chroma_metadata(row: IndexRow) -> dict[str, Any]:
+    meta: dict[str, Any] = dict(row.metadata)
+    if row.tags:
+        meta[TAGS_KEY] = list(row.tags)
+    meta[CREATED_KEY] = row.created_at
+    meta[UPDATED_KEY] = row.updated_at
+    meta[HASH_KEY] = row.content_hash
+    return meta
+
+
+def _index_row(memory_id: str, document: str | None, metadata: Mapping[str, Any] | None) -> IndexRow:
+    meta = dict(metadata or {})
+    text = document or ""
+    tags = tuple(meta.pop(TAGS_KEY, None) or ())
+    created = float(meta.pop(CREATED_KEY, 0.0) or 0.0)
+    updated = float(meta.pop(UPDATED_KEY, created) or created)
+    content_hash = meta.pop(HASH_KEY, None) or hashlib.sha256(text.encode("utf-8")).hexdigest()
+    user = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}
+    return IndexRow(memory_id, text, tags, user, str(content_hash), created, updated)
+
+
+def _memory(row: IndexRow) -> Memory:
+    return Memory(
+        id=row.id,
+        text=row.text,
+        tags=row.tags,
+        metadata=row.metadata,
+        created_at=to_datetime(row.created_at) if row.created_at else None,
+        updated_at=to_datetime(row.updated_at) if row.updated_at else None,
+    )
+
+
+def _valid_id(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError("id", f"expected a non-empty string, got {value!r}")
+    if len(value) > 512:
+        raise InvalidInputError("id", f"at most 512 characters, got {len(value)}")
+    return value
+
+
+def _valid_metadata(metadata: Any) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError("metadata", f"expected a dict, got {type(metadata).__name__}")
+    allowed = "str, int, float, bool, or a non-empty list of one of those types"
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError("metadata", f"keys must be non-empty strings, got {key!r}")
+        if key in RESERVED_FIELDS or key.startswith((RESERVED_PREFIX, "chroma:", "#", "$")):
+            raise InvalidInputError(
+                f"metadata[{key!r}]",
+                f"reserved name; {', '.join(sorted(RESERVED_FIELDS))} are memory fields and "
+                f"keys may not start with {RESERVED_PREFIX!r}, 'chroma:', '#' or '$'",
+            )
+        if isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, (str, bool, int, float)) for v in value
+        ) and len({(type(v) is bool, isinstance(v, str)) for v in value}) == 1:
+            out[key] = list(value)
+        else:
+            raise InvalidInputError(f"metadata[{key!r}]", f"expected {allowed}, got {value!r}")
+    return out
+
+
+def _make_client(settings: HybridMemorySettings) -> Any:
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if settings.url:
+        parsed = urlparse(settings.url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise InvalidInputError(
+                "HYBRID_MEMORY_URL (url)",
+                f"expected http(s)://host[:port], got {settings.url!r}",
+            )
+        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+        try:
+            return chromadb.HttpClient(
+                host=parsed.hostname,
+                port=port,
+                ssl=parsed.scheme == "https",
+                settings=chroma_settings,
+            )
+        except Exception as exc:
+            raise StoreError(
+                f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
+                "(start one with: chroma run --path DIR --host 127.0.0.1 --port 8000)"
+            ) from exc
+    if settings.path:
+        Path(settings.path).mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=settings.path, settings=chroma_settings)
+    return chromadb.EphemeralClient(settings=chroma_settings)
+
+
+def _index_path(settings: HybridMemorySettings, collection: str) -> str | None:
+    if settings.index_path:
+        return settings.index_path
+    if settings.path:
+        return str(Path(settings.path) / f"keyword-{collection}.sqlite3")
+    return None
