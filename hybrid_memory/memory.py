@@ -165,7 +165,9 @@ class HybridMemory:
         self._owner = True
         self._closed = False
         self._last_sync = 0.0
-        self.sync()
+        # On open, compare ids too: an add and a delete made behind the index's back
+        # (a crash, another tool) can leave the counts equal.
+        self.sync(reconcile=True)
 
     # --- opening ----------------------------------------------------------------------
 
@@ -197,12 +199,13 @@ class HybridMemory:
 
     # --- keeping the derived index in step --------------------------------------------------
 
-    def sync(self, *, full: bool = False) -> None:
+    def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """Bring the keyword index up to date with the collection.
 
         Cheap by default: picks up memories written after the index's watermark and
-        reconciles ids when the counts differ. ``full=True`` also re-reads every
-        memory (after another process updated memories in place, for example).
+        reconciles ids when the counts differ. ``reconcile=True`` compares ids even
+        when the counts agree; ``full=True`` also re-reads every memory (after another
+        process updated memories in place with an older clock, for example).
         """
         with self._write_lock:
             index = self._index
@@ -214,7 +217,7 @@ class HybridMemory:
             where = None if watermark is None else {UPDATED_KEY: {"$gt": watermark}}
             for page in self._pages(where=where):
                 index.upsert(page)
-            if full or index.count() != self._collection.count():
+            if full or reconcile or index.count() != self._collection.count():
                 self._reconcile()
             self._last_sync = time.monotonic()
             self._tags.invalidate()
@@ -917,9 +920,10 @@ def _valid_metadata(metadata: Any) -> dict[str, Any]:
 
 def _make_client(settings: HybridMemorySettings) -> Any:
     import chromadb
-    from chromadb.config import Settings as ChromaSettings
 
-    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    # Chroma's default settings: Chroma keeps one system per path and refuses a second
+    # client with different settings, so anything custom here would break users who
+    # also open the same path with a plain chromadb.PersistentClient.
     if settings.url:
         parsed = urlparse(settings.url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -933,7 +937,6 @@ def _make_client(settings: HybridMemorySettings) -> Any:
                 host=parsed.hostname,
                 port=port,
                 ssl=parsed.scheme == "https",
-                settings=chroma_settings,
             )
         except Exception as exc:
             raise StoreError(
@@ -942,8 +945,8 @@ def _make_client(settings: HybridMemorySettings) -> Any:
             ) from exc
     if settings.path:
         Path(settings.path).mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=settings.path, settings=chroma_settings)
-    return chromadb.EphemeralClient(settings=chroma_settings)
+        return chromadb.PersistentClient(path=settings.path)
+    return chromadb.EphemeralClient()
 
 
 def _index_path(settings: HybridMemorySettings, collection: str) -> str | None:

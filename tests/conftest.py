@@ -1,0 +1,104 @@
+"""Shared fixtures: a cheap deterministic embedding, real stores, a real Chroma server."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+class HashEmbedding:
+    """Hashed bag-of-words vectors: words that overlap give similar vectors.
+
+    Deterministic and instant, so engine tests run without loading a model; the
+    tests that are about the real model use it explicitly. ``calls`` counts the
+    texts embedded, to check when the engine (re-)embeds.
+    """
+
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+        self.calls = 0
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.calls += len(texts)
+        out = []
+        for text in texts:
+            vector = [0.0] * self.dimension
+            for word in text.lower().split():
+                digest = hashlib.blake2b(word.strip(".,?!").encode(), digest_size=8).digest()
+                vector[int.from_bytes(digest[:4], "little") % self.dimension] += 1.0
+            norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+            out.append([v / norm for v in vector])
+        return out
+
+
+@pytest.fixture
+def hash_embedding() -> HashEmbedding:
+    return HashEmbedding()
+
+
+@pytest.fixture
+def memory(hash_embedding: HashEmbedding) -> Iterator[object]:
+    """An in-memory store with the cheap embedding."""
+    from hybrid_memory import HybridMemory
+
+    store = HybridMemory(embedding=hash_embedding, embedding_name="test-hash-64")
+    yield store
+    store.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Chroma server (``chroma run``) on 127.0.0.1, stopped after the session."""
+    chroma = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    if not Path(chroma).exists():
+        pytest.fail("the chroma CLI is missing: pip install chromadb installs it")
+    port = _free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = open(data / "server.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [chroma, "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import chromadb
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    output = (data / "server.log").read_text(errors="replace")[-2000:]
+                    pytest.fail(f"chroma server did not start on {url}:\n{output}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -1,0 +1,508 @@
+"""HybridMemory against real embedded Chroma and real SQLite FTS5.
+
+Most tests use the cheap hashed embedding from conftest so they run in
+milliseconds; test_default_model.py covers the real all-MiniLM-L6-v2 model.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import chromadb
+import pytest
+
+from hybrid_memory import (
+    DuplicateIdError,
+    EmbeddingMismatchError,
+    HybridMemory,
+    InvalidInputError,
+    MemoryNotFoundError,
+)
+from hybrid_memory.filters import CREATED_KEY, HASH_KEY, TAGS_KEY, UPDATED_KEY
+
+from ..conftest import HashEmbedding
+
+UTC = timezone.utc
+
+
+def open_store(path: Path | None = None, **kw: object) -> HybridMemory:
+    return HybridMemory(path, embedding=HashEmbedding(), embedding_name="test-hash-64", **kw)
+
+
+# --- add / get / update / delete -------------------------------------------------------
+
+
+def test_add_get_roundtrip_normalises_tags(memory: HybridMemory) -> None:
+    created = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+    memory_id = memory.add(
+        "Alice prefers dark mode",
+        tags=["  Alice ", "UI", "alice"],
+        metadata={"user": "alice", "session": 3, "score": 0.5, "pinned": True, "langs": ["en"]},
+        created_at=created,
+    )
+    got = memory.get(memory_id)
+    assert got.text == "Alice prefers dark mode"
+    assert got.tags == ("alice", "ui")
+    assert dict(got.metadata) == {
+        "user": "alice",
+        "session": 3,
+        "score": 0.5,
+        "pinned": True,
+        "langs": ["en"],
+    }
+    assert got.created_at == created
+    assert got.updated_at is not None and got.updated_at >= created
+    assert memory.tags() == ["alice", "ui"]
+
+
+def test_given_id_and_duplicate_id_error_unless_upsert(memory: HybridMemory) -> None:
+    assert memory.add("first", id="m1") == "m1"
+    with pytest.raises(DuplicateIdError, match="upsert=True"):
+        memory.add("second", id="m1")
+    assert memory.get("m1").text == "first"
+    assert memory.add("second", id="m1", upsert=True) == "m1"
+    assert memory.get("m1").text == "second"
+    assert memory.count() == 1
+    assert [h.id for h in memory.search("second")] == ["m1"]
+    assert memory.search("first").__len__() == 0 or memory.search("first")[0].id == "m1"
+
+
+def test_upsert_keeps_creation_time(memory: HybridMemory) -> None:
+    created = datetime(2020, 1, 1, tzinfo=UTC)
+    memory.add("v1", id="m", created_at=created)
+    memory.add("v2", id="m", upsert=True)
+    assert memory.get("m").created_at == created
+
+
+def test_same_text_without_id_is_stored_once_unless_duplicates_allowed(
+    memory: HybridMemory,
+) -> None:
+    a = memory.add("the sky is blue")
+    b = memory.add("the sky is blue", tags=["sky"])
+    assert a == b and memory.count() == 1
+    ids = memory.add_many(["x marks the spot", "x marks the spot"])
+    assert ids[0] == ids[1] and memory.count() == 2
+    c = memory.add("the sky is blue", allow_duplicates=True)
+    assert c != a and memory.count() == 3
+
+
+def test_add_many_is_batched_and_returns_ids_in_order(hash_embedding: HashEmbedding) -> None:
+    with HybridMemory(embedding=hash_embedding, embedding_batch_size=7) as store:
+        items = [{"text": f"memory number {i}", "tags": [f"t{i % 3}"]} for i in range(50)]
+        ids = store.add_many(items)
+        assert len(ids) == 50 and len(set(ids)) == 50
+        assert [store.get(i).text for i in ids[:3]] == [f"memory number {i}" for i in range(3)]
+        assert hash_embedding.calls == 50
+        assert store.count() == 50 and store.count({"tags": {"$contains": "t1"}}) == 17
+
+
+def test_update_reembeds_only_when_text_changes(hash_embedding: HashEmbedding) -> None:
+    with HybridMemory(embedding=hash_embedding) as store:
+        store.add("original words", id="m", tags=["a"], metadata={"v": 1})
+        calls = hash_embedding.calls
+        updated = store.update("m", tags=["b"], metadata={"v": 2})
+        assert hash_embedding.calls == calls
+        assert updated.tags == ("b",) and dict(updated.metadata) == {"v": 2}
+        store.update("m", text="original words")  # same text: no re-embedding
+        assert hash_embedding.calls == calls
+        store.update("m", text="completely different phrase")
+        assert hash_embedding.calls == calls + 1
+        assert store.get("m").text == "completely different phrase"
+        assert [h.id for h in store.search("different phrase")] == ["m"]
+        assert store.search("original").__len__() == 0 or "m" not in [
+            h.id for h in store.search("original") if "keyword" in h.ranks
+        ]
+        assert store.tags() == ["b"]
+
+
+def test_delete_by_ids_and_by_filter(memory: HybridMemory) -> None:
+    memory.add_many(
+        [
+            {"text": "alpha one", "id": "a", "metadata": {"user": "x"}},
+            {"text": "beta two", "id": "b", "metadata": {"user": "y"}},
+            {"text": "gamma three", "id": "c", "metadata": {"user": "y"}},
+        ]
+    )
+    assert memory.delete("a") == 1
+    with pytest.raises(MemoryNotFoundError):
+        memory.get("a")
+    assert memory.delete(filter={"user": "y"}) == 2
+    assert memory.count() == 0
+    assert memory.search("beta") == []
+    assert memory.delete(filter={"user": "nobody"}) == 0
+
+
+def test_missing_ids_are_errors_and_change_nothing(memory: HybridMemory) -> None:
+    memory.add("keep me", id="keep")
+    with pytest.raises(MemoryNotFoundError, match="nope"):
+        memory.get("nope")
+    with pytest.raises(MemoryNotFoundError):
+        memory.update("nope", text="x")
+    with pytest.raises(MemoryNotFoundError):
+        memory.delete(["keep", "nope"])
+    with pytest.raises(MemoryNotFoundError):
+        memory.related("nope")
+    assert memory.count() == 1 and memory.get("keep").text == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"text": ""}, "text"),
+        ({"text": "   "}, "text"),
+        ({"text": 42}, "text"),
+        ({"text": "ok", "tags": "not-a-list"}, "tags"),
+        ({"text": "ok", "tags": ["fine", ""]}, "tags"),
+        ({"text": "ok", "tags": [3]}, "tags"),
+        ({"text": "ok", "metadata": {"tags": "x"}}, "metadata['tags']"),
+        ({"text": "ok", "metadata": {"hm:secret": 1}}, "metadata['hm:secret']"),
+        ({"text": "ok", "metadata": {"v": None}}, "metadata['v']"),
+        ({"text": "ok", "metadata": {"v": {"nested": 1}}}, "metadata['v']"),
+        ({"text": "ok", "metadata": {"v": [1, "mixed"]}}, "metadata['v']"),
+        ({"text": "ok", "metadata": "user=alice"}, "metadata"),
+        ({"text": "ok", "id": ""}, "id"),
+        ({"text": "ok", "created_at": "yesterday"}, "created_at"),
+    ],
+)
+def test_bad_input_names_the_field_and_stores_nothing(
+    memory: HybridMemory, kwargs: dict, field: str
+) -> None:
+    memory.add("existing", id="e")
+    with pytest.raises(InvalidInputError) as info:
+        memory.add(**kwargs)
+    assert str(info.value).startswith(field), str(info.value)
+    assert memory.count() == 1 and memory.tags() == []
+
+
+def test_a_bad_item_in_a_batch_stores_none_of_it(memory: HybridMemory) -> None:
+    with pytest.raises(InvalidInputError, match=r"items\[1\]|text"):
+        memory.add_many(["good one", {"text": ""}, "good two"])
+    assert memory.count() == 0
+
+
+def test_bad_search_arguments(memory: HybridMemory) -> None:
+    memory.add("something")
+    for kwargs, field in [
+        ({"query": ""}, "query"),
+        ({"query": "x", "k": 0}, "k"),
+        ({"query": "x", "k": 101}, "k"),
+        ({"query": "x", "k": "5"}, "k"),
+        ({"query": "x", "alpha": 1.5}, "alpha"),
+        ({"query": "x", "max_tokens": 0}, "max_tokens"),
+        ({"query": "x", "filter": {"user": {"$like": "a"}}}, "filter.user"),
+        ({"query": "x", "filter": {"$not": {"a": 1}}}, "filter"),
+        ({"query": "x", "filter": {"n": {"$gt": "three"}}}, "filter.n.$gt"),
+        ({"query": "x", "now": "not a time"}, "now"),
+    ]:
+        with pytest.raises(InvalidInputError) as info:
+            memory.search(**kwargs)
+        assert str(info.value).startswith(field), (kwargs, str(info.value))
+    with pytest.raises(InvalidInputError, match=r"\$eq.*\$ne"):
+        memory.search("x", filter={"user": {"$like": "a"}})
+
+
+# --- search: legs, filters, fusion ---------------------------------------------------------
+
+CORPUS = [
+    {
+        "id": "a1",
+        "text": "Alice prefers dark mode in her editor",
+        "tags": ["alice", "ui"],
+        "metadata": {"user": "alice", "n": 1},
+    },
+    {
+        "id": "a2",
+        "text": "Alice is allergic to peanuts",
+        "tags": ["alice", "health"],
+        "metadata": {"user": "alice", "n": 2},
+    },
+    {
+        "id": "b1",
+        "text": "Bob prefers light mode and large fonts",
+        "tags": ["bob", "ui"],
+        "metadata": {"user": "bob", "n": 3},
+    },
+    {
+        "id": "b2",
+        "text": "Bob moved to New York last spring",
+        "tags": ["bob", "new york"],
+        "metadata": {"user": "bob", "n": 4},
+    },
+    {
+        "id": "c1",
+        "text": "The quarterly report is due on Friday",
+        "tags": ["work"],
+        "metadata": {"user": "carol", "n": 5},
+    },
+]
+
+
+@pytest.fixture
+def filled(memory: HybridMemory) -> HybridMemory:
+    memory.add_many(CORPUS)
+    return memory
+
+
+def test_hits_explain_themselves(filled: HybridMemory) -> None:
+    result = filled.search("which mode does alice prefer?", k=3)
+    assert result[0].id == "a1"
+    top = result[0]
+    assert set(top.ranks) == {"vector", "keyword", "tag"}
+    assert top.scores["tag"] == 1.0 and top.scores["keyword"] > 0
+    assert -1.0 <= top.scores["vector"] <= 1.0
+    assert result.matched_tags == ("alice",)
+    assert [h.score for h in result] == sorted((h.score for h in result), reverse=True)
+    assert not result.fallback_mode
+
+
+def test_each_leg_filters_before_its_cut(filled: HybridMemory) -> None:
+    # candidates=1: a leg that cut first and filtered after would return nothing.
+    narrow = filled.with_settings(candidates=1)
+    bob_only = {"user": "bob"}
+    vector_only = narrow.search("Alice prefers dark mode in her editor", alpha=1.0, filter=bob_only)
+    assert vector_only and all(h.metadata["user"] == "bob" for h in vector_only)
+    assert "vector" in vector_only[0].ranks
+    keyword_only = narrow.search("prefers mode", alpha=0.0, filter=bob_only)
+    assert [h.id for h in keyword_only][:1] == ["b1"]
+    assert keyword_only[0].ranks.get("keyword") == 1
+    tag_only = narrow.search("anything about alice or bob", tags=["ui"], filter=bob_only)
+    tagged = [h for h in tag_only if "tag" in h.ranks]
+    assert tagged and all(h.metadata["user"] == "bob" for h in tagged)
+
+
+def test_filters_on_reserved_fields(filled: HybridMemory) -> None:
+    ui = filled.search("mode", k=5, filter={"tags": {"$contains": "ui"}})
+    assert {h.id for h in ui} == {"a1", "b1"}
+    assert filled.count({"tags": {"$not_contains": "ui"}}) == 3
+    future = datetime.now(UTC) + timedelta(days=1)
+    assert filled.count({"created_at": {"$gte": future}}) == 0
+    assert filled.count({"created_at": {"$lt": future.isoformat()}}) == 5
+    assert filled.count({"$or": [{"n": {"$gte": 4}}, {"user": "alice"}]}) == 4
+
+
+def test_multi_word_and_unicode_tags_match_from_the_query(filled: HybridMemory) -> None:
+    filled.add("Zoë visited 東京 in April", tags=["Zoë", "東京"], id="z")
+    result = filled.search("when did bob go to new york?")
+    assert "new york" in result.matched_tags and "bob" in result.matched_tags
+    assert result[0].id == "b2" and result[0].scores["tag"] == 2.0
+    assert filled.search("what about ZOË and 東京?").matched_tags == ("zoë", "東京")
+
+
+def test_tag_leg_ranks_by_matches_then_evidence_never_all_first(filled: HybridMemory) -> None:
+    result = filled.search("tell me about alice", k=5, alpha=0.5)
+    tag_ranks = sorted(h.ranks["tag"] for h in result if "tag" in h.ranks)
+    assert tag_ranks == [1, 2]
+
+
+def test_tag_weight_moves_memories_found_only_by_tags(filled: HybridMemory) -> None:
+    # b2's text shares nothing with the query; only its tag "new york" is asked for.
+    def position(tag_weight: float) -> int:
+        result = filled.with_settings(tag_weight=tag_weight).search(
+            "light mode fonts", tags=["new york"], k=5
+        )
+        return [h.id for h in result].index("b2") if "b2" in [h.id for h in result] else 99
+
+    assert position(1.0) == 0
+    assert position(0.0) > 0
+    boosted = filled.search("moved last spring", tags=["bob", "new york"], k=5)
+    single = filled.search("moved last spring", tags=["new york"], k=5)
+    assert boosted[0].id == single[0].id == "b2"
+    assert boosted[0].score > single[0].score  # two matched tags weigh more than one
+
+
+def test_adaptive_alpha_follows_filtered_corpus_size(filled: HybridMemory) -> None:
+    store = filled.with_settings(alpha_thresholds=[3], alpha_values=[0.2, 0.9])
+    assert store.search("mode").alpha == 0.9  # 5 memories
+    assert store.search("mode", filter={"user": "bob"}).alpha == 0.2  # 2 after filtering
+    assert store.search("mode", alpha=0.4).alpha == 0.4
+
+
+def test_recency_decay_prefers_newer_memories(memory: HybridMemory) -> None:
+    now = datetime(2024, 6, 1, tzinfo=UTC)
+    memory.add("meeting notes about the budget", id="old", created_at=now - timedelta(days=300))
+    memory.add("meeting notes about the budget!", id="new", created_at=now - timedelta(days=1))
+    flat = memory.search("meeting notes budget", now=now, k=2)
+    decayed = memory.with_settings(recency_decay=0.05).search("meeting notes budget", now=now, k=2)
+    assert decayed[0].id == "new"
+    old_flat = next(h.score for h in flat if h.id == "old")
+    old_decayed = next(h.score for h in decayed if h.id == "old")
+    assert old_decayed == pytest.approx(old_flat * 2.718281828 ** (-0.05 * 300), rel=1e-6)
+
+
+def test_max_tokens_stops_before_the_budget_is_exceeded(filled: HybridMemory) -> None:
+    from hybrid_memory.tokens import count_tokens
+
+    everything = filled.search("alice bob mode report", k=5)
+    first = count_tokens(everything[0].text)
+    second = count_tokens(everything[1].text)
+    limited = filled.search("alice bob mode report", k=5, max_tokens=first + second)
+    assert [h.id for h in limited] == [h.id for h in everything[:2]]
+    assert filled.search("alice bob mode report", k=5, max_tokens=first - 1) == []
+
+
+def test_query_embedding_failure_falls_back_to_keyword_and_tags() -> None:
+    class FlakyEmbedding(HashEmbedding):
+        down = False
+
+        def __call__(self, texts: list[str]) -> list[list[float]]:
+            if self.down:
+                raise ConnectionError("embedding API unreachable")
+            return super().__call__(texts)
+
+    embedding = FlakyEmbedding()
+    with HybridMemory(embedding=embedding) as store:
+        store.add_many(CORPUS)
+        embedding.down = True
+        result = store.search("where does bob live? new york", k=3)
+        assert result.fallback_mode and "unreachable" in (result.fallback_reason or "")
+        assert result[0].id == "b2" and "vector" not in result[0].ranks
+        with pytest.raises(Exception, match="unreachable"):
+            store.add("cannot embed this one")
+        assert store.count() == 5
+
+
+def test_related_uses_vectors_and_shared_tags(filled: HybridMemory) -> None:
+    result = filled.related("a1", k=3)
+    ids = [h.id for h in result]
+    assert "a1" not in ids
+    assert set(ids[:2]) == {"a2", "b1"}  # shares "alice" / "ui", and the words "prefers mode"
+    assert all("tag" in h.ranks for h in result[:2])
+
+
+def test_query_text_never_breaks_the_keyword_leg(filled: HybridMemory) -> None:
+    for query in ['"unclosed', "AND OR NOT", "NEAR(a b)", "a* -b +c", "col:val", "()", "🙂", "'"]:
+        filled.search(query)
+
+
+def test_query_embeddings_are_cached(filled: HybridMemory, hash_embedding: HashEmbedding) -> None:
+    filled.search("a repeated question")
+    calls = hash_embedding.calls
+    filled.search("a repeated question")
+    assert hash_embedding.calls == calls
+    filled.search("a new question")
+    assert hash_embedding.calls == calls + 1
+
+
+# --- persistence and the derived index ---------------------------------------------------------
+
+
+def test_reopening_a_path_finds_every_memory(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.add_many(CORPUS)
+    with open_store(tmp_path) as store:
+        assert store.count() == 5
+        assert store.search("peanuts allergy", alpha=0.0)[0].id == "a2"
+        assert store.tags() == sorted({t for item in CORPUS for t in item["tags"]})
+
+
+def test_deleted_index_file_is_rebuilt_from_the_collection(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.add_many(CORPUS)
+    for index_file in tmp_path.glob("keyword-*.sqlite3*"):
+        index_file.unlink()
+    with open_store(tmp_path) as store:
+        for item in CORPUS:
+            hits = store.search(item["text"], alpha=0.0, k=1)
+            assert hits[0].id == item["id"] and "keyword" in hits[0].ranks
+
+
+def test_writes_made_through_chroma_alone_are_indexed_on_open(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.add_many(CORPUS[:2])
+    # A crash between the two writes, or another tool writing to the collection:
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    collection = client.get_collection("hybrid_memory")
+    [vector] = HashEmbedding()(["written behind the index's back"])
+    collection.add(
+        ids=["raw"],
+        embeddings=[vector],
+        documents=["written behind the index's back"],
+        metadatas=[{"user": "zed", TAGS_KEY: ["sneaky"], CREATED_KEY: 1.0, UPDATED_KEY: 9e9}],
+    )
+    collection.add(ids=["bare"], embeddings=[vector], documents=["no metadata whatsoever"])
+    collection.delete(ids=["a1"])
+    del client, collection
+    with open_store(tmp_path) as store:
+        assert store.count() == 3
+        assert store.search("behind the back", alpha=0.0)[0].id == "raw"
+        assert store.search("whatsoever", alpha=0.0)[0].id == "bare"
+        assert "sneaky" in store.tags()
+        assert all(h.id != "a1" for h in store.search("dark mode editor", alpha=0.0))
+        assert store.count({"user": "zed"}) == 1
+
+
+def test_stale_index_entries_are_dropped_at_search_time(memory: HybridMemory) -> None:
+    memory.add_many(CORPUS)
+    memory._collection.delete(ids=["a2"])  # behind the index's back, within sync_interval
+    hits = memory.with_settings(sync_interval=3600).search("alice peanuts allergic", alpha=0.0)
+    assert "a2" not in [h.id for h in hits]
+    assert memory._index.count() == 4
+
+
+def test_opening_with_another_embedding_is_refused(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.add("hello there")
+    with pytest.raises(EmbeddingMismatchError, match="test-hash-64"):
+        HybridMemory(tmp_path, embedding=HashEmbedding(), embedding_name="another-model")
+
+    def wider(texts: list[str]) -> list[list[float]]:
+        return [[1.0] * 32 for _ in texts]
+
+    with pytest.raises(EmbeddingMismatchError, match="32-dimensional"):
+        store = HybridMemory(tmp_path, embedding=wider, embedding_name="test-hash-64")
+        store.add("different width")
+    with open_store(tmp_path) as store:
+        assert store.count() == 1
+
+
+def test_in_memory_stores_are_private(hash_embedding: HashEmbedding) -> None:
+    with (
+        HybridMemory(embedding=hash_embedding) as one,
+        HybridMemory(embedding=hash_embedding) as two,
+    ):
+        one.add("only in the first store")
+        assert two.count() == 0
+
+
+def test_content_hash_is_stored_in_chroma(memory: HybridMemory) -> None:
+    memory_id = memory.add("hash me")
+    record = memory._collection.get(ids=[memory_id], include=["metadatas"])
+    assert len(record["metadatas"][0][HASH_KEY]) == 64
+
+
+# --- concurrency ---------------------------------------------------------------------------------
+
+
+def test_concurrent_adds_and_searches_keep_every_memory(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    with open_store(tmp_path) as store:
+
+        def writer(worker: int) -> None:
+            try:
+                for i in range(40):
+                    store.add(f"worker {worker} note {i} about topic {i % 7}", tags=[f"w{worker}"])
+            except BaseException as exc:
+                errors.append(exc)
+
+        def reader() -> None:
+            try:
+                for i in range(60):
+                    store.search(
+                        f"note about topic {i % 7}", k=5, filter={"tags": {"$contains": "w1"}}
+                    )
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        threads += [threading.Thread(target=reader) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert store.count() == 160
+        assert store._index.count() == 160
+        for w in range(4):
+            assert store.count({"tags": {"$contains": f"w{w}"}}) == 40
