@@ -303,7 +303,8 @@ class HybridMemory:
             "metadata": metadata,
             "created_at": created_at,
         }
-        return self.add_many([item], upsert=upsert, allow_duplicates=allow_duplicates)[0]
+        prepared = [self._prepare(item, "")]
+        return self._add(prepared, upsert=upsert, allow_duplicates=allow_duplicates)[0]
 
     def add_many(
         self,
@@ -320,7 +321,10 @@ class HybridMemory:
         """
         if isinstance(items, (str, Mapping)):
             raise InvalidInputError("items", "expected a list of texts or dicts, not a single one")
-        prepared = [self._prepare(item, f"items[{i}]") for i, item in enumerate(items)]
+        prepared = [self._prepare(item, f"items[{i}].") for i, item in enumerate(items)]
+        return self._add(prepared, upsert=upsert, allow_duplicates=allow_duplicates)
+
+    def _add(self, prepared: list[_Prepared], *, upsert: bool, allow_duplicates: bool) -> list[str]:
         explicit = [p.id for p in prepared if p.id is not None]
         if len(set(explicit)) != len(explicit) and not upsert:
             repeated = next(i for i in explicit if explicit.count(i) > 1)
@@ -409,7 +413,9 @@ class HybridMemory:
         got = self._chroma("get", ids=list(ids), include=["metadatas"])
         return {i: (m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True)}
 
-    def _prepare(self, item: str | Mapping[str, Any], where: str) -> _Prepared:
+    def _prepare(self, item: str | Mapping[str, Any], prefix: str) -> _Prepared:
+        """Validate one memory; error fields start with ``prefix`` (``items[3].``)."""
+        where = prefix.rstrip(".") or "item"
         if isinstance(item, str):
             item = {"text": item}
         if not isinstance(item, Mapping):
@@ -420,15 +426,20 @@ class HybridMemory:
                 where,
                 f"unknown keys {sorted(unknown)}; allowed: text, id, tags, metadata, created_at",
             )
-        text = self._valid_text(item.get("text"))
+        text = self._valid_text(item.get("text"), f"{prefix}text")
         memory_id = item.get("id")
         if memory_id is not None:
-            memory_id = _valid_id(memory_id)
+            memory_id = _valid_id(memory_id, f"{prefix}id")
         s = self.settings
-        tags = normalise_tags(item.get("tags"), max_tags=s.max_tags, max_length=s.max_tag_length)
-        metadata = _valid_metadata(item.get("metadata"))
+        tags = normalise_tags(
+            item.get("tags"),
+            max_tags=s.max_tags,
+            max_length=s.max_tag_length,
+            field=f"{prefix}tags",
+        )
+        metadata = _valid_metadata(item.get("metadata"), f"{prefix}metadata")
         created = item.get("created_at")
-        created_at = None if created is None else to_timestamp(created, field="created_at")
+        created_at = None if created is None else to_timestamp(created, field=f"{prefix}created_at")
         content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return _Prepared(memory_id, text, tags, metadata, created_at, content_hash)
 
@@ -878,27 +889,27 @@ def _memory(row: IndexRow) -> Memory:
     )
 
 
-def _valid_id(value: Any) -> str:
+def _valid_id(value: Any, field: str = "id") -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError("id", f"expected a non-empty string, got {value!r}")
+        raise InvalidInputError(field, f"expected a non-empty string, got {value!r}")
     if len(value) > 512:
-        raise InvalidInputError("id", f"at most 512 characters, got {len(value)}")
+        raise InvalidInputError(field, f"at most 512 characters, got {len(value)}")
     return value
 
 
-def _valid_metadata(metadata: Any) -> dict[str, Any]:
+def _valid_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
-        raise InvalidInputError("metadata", f"expected a dict, got {type(metadata).__name__}")
+        raise InvalidInputError(field, f"expected a dict, got {type(metadata).__name__}")
     allowed = "str, int, float, bool, or a non-empty list of one of those types"
     out: dict[str, Any] = {}
     for key, value in metadata.items():
         if not isinstance(key, str) or not key:
-            raise InvalidInputError("metadata", f"keys must be non-empty strings, got {key!r}")
+            raise InvalidInputError(field, f"keys must be non-empty strings, got {key!r}")
         if key in RESERVED_FIELDS or key.startswith((RESERVED_PREFIX, "chroma:", "#", "$")):
             raise InvalidInputError(
-                f"metadata[{key!r}]",
+                f"{field}[{key!r}]",
                 f"reserved name; {', '.join(sorted(RESERVED_FIELDS))} are memory fields and "
                 f"keys may not start with {RESERVED_PREFIX!r}, 'chroma:', '#' or '$'",
             )
@@ -914,7 +925,7 @@ def _valid_metadata(metadata: Any) -> dict[str, Any]:
         ):
             out[key] = list(value)
         else:
-            raise InvalidInputError(f"metadata[{key!r}]", f"expected {allowed}, got {value!r}")
+            raise InvalidInputError(f"{field}[{key!r}]", f"expected {allowed}, got {value!r}")
     return out
 
 

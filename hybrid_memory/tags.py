@@ -38,22 +38,26 @@ def normalise_tag(tag: object, *, max_length: int = 100, field: str = "tags") ->
 
 
 def normalise_tags(
-    tags: Iterable[object] | str | None, *, max_tags: int = 64, max_length: int = 100
+    tags: Iterable[object] | str | None,
+    *,
+    max_tags: int = 64,
+    max_length: int = 100,
+    field: str = "tags",
 ) -> tuple[str, ...]:
     """Normalise, de-duplicate (keeping first-seen order) and bound a tag list."""
     if tags is None:
         return ()
     if isinstance(tags, str):
-        raise InvalidInputError("tags", f"expected a list of strings, got the string {tags!r}")
+        raise InvalidInputError(field, f"expected a list of strings, got the string {tags!r}")
     try:
         items = list(tags)
     except TypeError:
         raise InvalidInputError(
-            "tags", f"expected a list of strings, got {type(tags).__name__}"
+            field, f"expected a list of strings, got {type(tags).__name__}"
         ) from None
-    out = tuple(dict.fromkeys(normalise_tag(t, max_length=max_length) for t in items))
+    out = tuple(dict.fromkeys(normalise_tag(t, max_length=max_length, field=field) for t in items))
     if len(out) > max_tags:
-        raise InvalidInputError("tags", f"at most {max_tags} tags per memory, got {len(out)}")
+        raise InvalidInputError(field, f"at most {max_tags} tags per memory, got {len(out)}")
     return out
 
 

@@ -177,7 +177,7 @@ def test_bad_input_names_the_field_and_stores_nothing(
 
 
 def test_a_bad_item_in_a_batch_stores_none_of_it(memory: HybridMemory) -> None:
-    with pytest.raises(InvalidInputError, match=r"items\[1\]|text"):
+    with pytest.raises(InvalidInputError, match=r"^items\[1\]\.text"):
         memory.add_many(["good one", {"text": ""}, "good two"])
     assert memory.count() == 0
 
