@@ -18,6 +18,7 @@ numbers never equal booleans.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -157,7 +158,16 @@ def _condition(name: str, op: str, value: Any, path: str) -> Condition:
     return Condition(name, op, scalar)
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _scalar(value: Any, path: str) -> Scalar:
+    if isinstance(value, float) and not math.isfinite(value):
+        # Chroma rejects inf and nan in a where clause ("Invalid where clause").
+        raise InvalidInputError(path, f"expected a finite number, got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        # Neither Chroma nor SQLite can compare integers beyond 64 bits.
+        raise InvalidInputError(path, f"integers must fit in 64 bits, got {value!r}")
     if isinstance(value, (str, bool, int, float)):
         return value
     raise InvalidInputError(path, f"expected a str, int, float or bool, got {value!r}")
@@ -172,9 +182,73 @@ def to_chroma(node: Node | None) -> dict[str, Any] | None:
         return None
     if isinstance(node, Logical):
         return {node.op: [to_chroma(c) for c in node.children]}
-    key = TAGS_KEY if node.field == TAGS_FIELD else TIME_FIELDS.get(node.field, node.field)
-    value = list(node.value) if isinstance(node.value, tuple) else node.value
-    return {key: {node.op: value}}
+    if node.field in RESERVED_FIELDS:
+        key = TAGS_KEY if node.field == TAGS_FIELD else TIME_FIELDS[node.field]
+        return {key: {node.op: node.value}}
+    if node.op in LIST_OPS:
+        if kind_of(node.value[0]) == "n":
+            return _chroma_numbers_in(node)
+        return {node.field: {node.op: list(node.value)}}
+    if kind_of(node.value) != "n":
+        return {node.field: {node.op: node.value}}
+    if node.op in ARRAY_OPS:
+        return _chroma_array_number(node.field, node.op, node.value)
+    return _chroma_number(node.field, node.op, node.value)
+
+
+# Chroma (1.5) compares numbers by value in scalar filters, with two exceptions this
+# translation works around so that all three evaluations agree:
+# - metadata arrays are typed: an int array never $contains 2.0, a float array never 2;
+# - a non-integral float bound is truncated against int-stored values, so 2.5 behaves
+#   as 2 there ($eq 2.5 matches an int 2; chroma-core/chroma#7491). The rewrites below
+#   add int bounds that fix the int side and are no-ops for floats, so they stay
+#   correct once Chroma compares exactly.
+
+
+def _as_int(value: float) -> int | None:
+    """The number as a 64-bit int when it is one (2 and 2.0 alike), else None."""
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if int(value) in _INT64 else None
+
+
+def _chroma_array_number(key: str, op: str, value: float) -> dict[str, Any]:
+    whole = _as_int(value)
+    if whole is None:
+        return {key: {op: value}}  # only a float array can hold it
+    forms = [{key: {op: whole}}, {key: {op: float(value)}}]
+    return {"$or" if op == "$contains" else "$and": forms}
+
+
+def _chroma_number(key: str, op: str, value: float) -> dict[str, Any]:
+    exact = {key: {op: value}}
+    if not isinstance(value, float) or value.is_integer():
+        return exact
+    low, high = math.floor(value), math.ceil(value)  # the ints around value
+    if op == "$eq":  # no int is strictly between low and high
+        return {"$and": [exact, {key: {"$gt": low}}, {key: {"$lt": high}}]}
+    if op == "$ne":
+        return {"$or": [exact, {key: {"$lte": low}}, {key: {"$gte": high}}]}
+    if op == "$gt":
+        return {"$or": [exact, {key: {"$gte": high}}]}
+    if op == "$gte":
+        return {"$and": [exact, {key: {"$gt": low}}]}
+    if op == "$lt":
+        return {"$or": [exact, {key: {"$lte": low}}]}
+    return {"$and": [exact, {key: {"$lt": high}}]}  # $lte
+
+
+def _chroma_numbers_in(node: Condition) -> dict[str, Any]:
+    # Chroma wants one type in $in/$nin: integral values go as ints (an int bound is
+    # compared exactly with ints and floats), the rest as one $eq / $ne each.
+    whole = dict.fromkeys(i for i in map(_as_int, node.value) if i is not None)
+    rest = dict.fromkeys(v for v in node.value if _as_int(v) is None)
+    single = "$eq" if node.op == "$in" else "$ne"
+    parts = [{node.field: {node.op: list(whole)}}] if whole else []
+    parts += [_chroma_number(node.field, single, v) for v in rest]
+    if len(parts) == 1:
+        return parts[0]
+    return {"$or" if node.op == "$in" else "$and": parts}
 
 
 # --- SQL over the keyword index ----------------------------------------------------------
