@@ -22,7 +22,7 @@ from typing import Any
 
 from hybrid_memory.filters import Node, metadata_rows, to_sql
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the FTS text is NFKC-normalised, as queries are
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
@@ -41,7 +41,11 @@ STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 - a word list reads better as prose
 )
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+# Words as FTS5's unicode61 tokenizer sees them: letters, numbers and private use,
+# with the combining accents inside a word (remove_diacritics folds "0\u03010" into
+# "00"). Erring towards longer words is safe: FTS5 splits a quoted word into a phrase.
+_WORD_CHARS = r"\w\ue000-\uf8ff\U000f0000-\U0010fffd"
+_TOKEN = re.compile(rf"[{_WORD_CHARS}][{_WORD_CHARS}\u0300-\u036f]*", re.UNICODE)
 
 
 def match_query(text: str, *, drop_stopwords: bool = True) -> str | None:
@@ -51,13 +55,24 @@ def match_query(text: str, *, drop_stopwords: bool = True) -> str | None:
     FTS5's query syntax (``AND``, ``NEAR``, ``*``, ``:``, ``"``, parentheses…).
     Returns None when the text has no words at all.
     """
-    tokens = list(dict.fromkeys(_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())))
+    # No case folding here: FTS5 folds each quoted word with the same tokenizer as the
+    # indexed text, whereas str.casefold() differs from it ("Straße" -> "strasse").
+    distinct: dict[str, str] = {}
+    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
+        distinct.setdefault(token.casefold(), token)
+    tokens = list(distinct.values())
     if drop_stopwords:
-        content = [t for t in tokens if t not in STOPWORDS]
+        content = [t for t in tokens if t.casefold() not in STOPWORDS]
         tokens = content or tokens  # a query of only stopwords still searches them
     if not tokens:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+def _fts_text(text: str) -> str:
+    """The text as FTS5 indexes it: NFKC-normalised like queries, so "ﬁle", "ＡＢＣ" and
+    "x²" are found by the words "file", "ABC" and "x2" and by themselves."""
+    return unicodedata.normalize("NFKC", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +217,7 @@ class KeywordIndex:
                 latest = {r.id: r for r in rows}
                 c.executemany(
                     "INSERT INTO memories_fts(rowid, text) VALUES (?, ?)",
-                    [(rowid, latest[i].text) for i, rowid in live.items()],
+                    [(rowid, _fts_text(latest[i].text)) for i, rowid in live.items()],
                 )
                 c.executemany(
                     "INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
