@@ -1,0 +1,124 @@
+"""The public surface: one sorted ``__all__``, a light import, the error tree as drawn."""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import re
+import subprocess
+import sys
+
+import pytest
+
+import hybrid_memory
+from hybrid_memory import errors
+
+
+def test_all_is_sorted_and_unique() -> None:
+    assert hybrid_memory.__all__ == sorted(hybrid_memory.__all__)
+    assert len(set(hybrid_memory.__all__)) == len(hybrid_memory.__all__)
+
+
+def test_every_public_name_resolves() -> None:
+    for name in hybrid_memory.__all__:
+        assert getattr(hybrid_memory, name) is not None, name
+    assert hybrid_memory.HybridRetriever.__name__ == "HybridRetriever"
+
+
+def test_unknown_attribute_raises_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        _ = hybrid_memory.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_public_classes_are_exported() -> None:
+    exported = set(hybrid_memory.__all__)
+    # every error class and the public result types are reachable from the package
+    error_classes = {
+        name
+        for name, obj in vars(errors).items()
+        if inspect.isclass(obj) and issubclass(obj, errors.HybridMemoryError)
+    }
+    assert error_classes <= exported
+    assert set(errors.__all__) == error_classes
+    assert {"HybridMemory", "HybridMemorySettings", "Hit", "Memory", "SearchResult"} <= exported
+
+
+def test_import_does_not_load_the_frameworks() -> None:
+    code = (
+        "import sys, hybrid_memory\n"
+        "heavy = sorted(m for m in sys.modules\n"
+        "               if m.split('.')[0] in ('langchain_core', 'llama_index', 'langchain'))\n"
+        "print(heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+# --- the exception tree ------------------------------------------------------------------
+
+_LINE = re.compile(r"^(?P<indent>[\s│├└─]*?)(?P<name>[A-Z]\w*Error)\b(?P<rest>.*)$")
+
+
+def _drawn_tree() -> dict[str, tuple[str | None, set[str]]]:
+    """``{class: (drawn parent, extra builtin bases)}`` from errors.py's docstring."""
+    doc = errors.__doc__ or ""
+    tree: dict[str, tuple[str | None, set[str]]] = {}
+    stack: list[tuple[int, str]] = []
+    for line in doc.splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        depth = len(match["indent"])
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parent = stack[-1][1] if stack else None
+        extras = set(re.findall(r"\((?:also )?([A-Z]\w*)\)", match["rest"]))
+        tree[match["name"]] = (parent, extras)
+        stack.append((depth, match["name"]))
+    return tree
+
+
+def test_the_docstring_draws_every_error() -> None:
+    tree = _drawn_tree()
+    assert set(tree) == set(errors.__all__)
+    assert tree["HybridMemoryError"] == (None, set())
+
+
+@pytest.mark.parametrize("name", errors.__all__)
+def test_each_error_has_the_bases_drawn(name: str) -> None:
+    parent, extras = _drawn_tree()[name]
+    cls = getattr(errors, name)
+    expected = [getattr(errors, parent)] if parent else [Exception]
+    expected += [getattr(builtins, extra) for extra in extras]
+    assert set(cls.__bases__) == set(expected)
+
+
+def test_error_tree_spot_checks() -> None:
+    # Independent of the drawing: the relations callers rely on.
+    assert issubclass(errors.InvalidInputError, ValueError)
+    assert issubclass(errors.DuplicateIdError, errors.InvalidInputError)
+    assert issubclass(errors.DuplicateIdError, ValueError)
+    assert issubclass(errors.MemoryNotFoundError, KeyError)
+    assert issubclass(errors.EmbeddingMismatchError, errors.EmbeddingError)
+    assert issubclass(errors.MissingDependencyError, ImportError)
+    assert not issubclass(errors.StoreError, ValueError)
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.HybridMemoryError)
+
+
+def test_error_messages() -> None:
+    e = errors.InvalidInputError("tags", "must be a list")
+    assert (str(e), e.field) == ("tags: must be a list", "tags")
+    d = errors.DuplicateIdError("m1")
+    assert d.memory_id == "m1" and d.field == "id"
+    assert "'m1'" in str(d) and "upsert=True" in str(d)
+    nf = errors.MemoryNotFoundError("m2")
+    assert str(nf) == "no memory with id 'm2'"  # not KeyError's quoted repr
+    assert nf.memory_id == "m2"
+    md = errors.MissingDependencyError("langchain-core", "HybridRetriever")
+    assert md.package == "langchain-core"
+    assert "pip install langchain-core" in str(md)
+    with pytest.raises(KeyError):
+        raise errors.MemoryNotFoundError("x")
