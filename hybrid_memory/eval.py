@@ -513,16 +513,15 @@ def run_peer(
     groups: dict[str, list[Query]] = {}
     for query in queries:
         groups.setdefault(json.dumps(query.filter or {}, sort_keys=True), []).append(query)
-    run: Run | None = None
-    done = 0
-    tick: Callable[[int], None] = lambda _: None  # noqa: E731 - replaced below
+    run = Run("")
+    tick: Callable[[int], None] | None = None
     for key, group in groups.items():
         where = json.loads(key) or None
         subset = [r for r in records if matches_filter(where, r.metadata, r.tags)]
         peer = factory(embedding)
         try:
-            if run is None:
-                run = Run(peer.name)
+            if tick is None:
+                run.name = peer.name
                 tick = progress.counter(f"queries ({peer.name})", len(queries))
             peer.add(subset)
             for query in group:
@@ -530,11 +529,9 @@ def run_peer(
                 ranked = peer.search(query.text, k)
                 run.latencies_ms.append((time.perf_counter() - started) * 1000.0)
                 run.ranked[query.id] = ranked
-                done += 1
-                tick(done)
+                tick(len(run.ranked))
         finally:
             peer.close()
-    assert run is not None  # a dataset always has judged queries
     return run
 
 
@@ -670,6 +667,10 @@ def evaluate(
     is built once and reused through ``with_settings`` for every search-time point;
     a point that changes an ingest-time setting builds its own store.
     """
+    if peers:
+        from hybrid_memory.peers import require_frameworks
+
+        require_frameworks()  # before the long run, not after it
     base = dict(overrides or {})
     stored = len(dataset.storable())
     report: dict[str, Any] = {
@@ -786,7 +787,12 @@ def format_report(report: Mapping[str, Any]) -> str:
             for row in report["sweep"]
         ]
         base = ["(base)"] + [""] * (len(keys) - 1) + _figures(report, k)
-        out += ["", "sweep:", _table(sweep_header, [base, *sweep_rows])]
+        out += [
+            "",
+            "sweep (rows on the base store reuse its cached query vectors: their p50 "
+            "compares with each other, not with the base):",
+            _table(sweep_header, [base, *sweep_rows]),
+        ]
     return "\n".join(out)
 
 

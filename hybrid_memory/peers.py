@@ -41,6 +41,8 @@ benchmark ``benchmarks/scale.py`` use it)::
   harness builds one peer per distinct filter over the records that
   :func:`matches_filter` selects (Chroma ``where`` syntax).
 - ``PEERS``: display name -> factory, in the order reports print them.
+- ``require_frameworks()``: raises ``MissingDependencyError`` (with the pip command)
+  when a peer's framework is not installed.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ __all__ = [
     "llama_index_fusion",
     "matches_filter",
     "peer_text",
+    "require_frameworks",
 ]
 
 
@@ -163,12 +166,29 @@ def _new_collection(prefix: str) -> tuple[Any, Any, str]:
 # --- LangChain ------------------------------------------------------------------------
 
 
-def langchain_ensemble(embedding: EmbeddingLike, *, weights: Sequence[float] = (0.5, 0.5)) -> Peer:
-    """LangChain ``EnsembleRetriever`` over ``BM25Retriever`` and a Chroma retriever."""
+def _require_langchain() -> None:
     _require("langchain_community.retrievers", "langchain-community")
     _require("langchain_classic.retrievers", "langchain-classic")
     _require("langchain_chroma", "langchain-chroma")
     _require("rank_bm25", "rank-bm25")
+
+
+def _require_llama_index() -> None:
+    _require("llama_index.core", "llama-index-core")
+    _require("llama_index.retrievers.bm25", "llama-index-retrievers-bm25")
+    _require("llama_index.vector_stores.chroma", "llama-index-vector-stores-chroma")
+
+
+def require_frameworks() -> None:
+    """Fail now, with the pip command, if a peer's framework is missing (a harness calls
+    this before a long run rather than after it)."""
+    _require_langchain()
+    _require_llama_index()
+
+
+def langchain_ensemble(embedding: EmbeddingLike, *, weights: Sequence[float] = (0.5, 0.5)) -> Peer:
+    """LangChain ``EnsembleRetriever`` over ``BM25Retriever`` and a Chroma retriever."""
+    _require_langchain()
     return _LangChainEnsemble(embedding, tuple(weights))
 
 
@@ -236,9 +256,7 @@ class _LangChainEnsemble:
 
 def llama_index_fusion(embedding: EmbeddingLike) -> Peer:
     """LlamaIndex ``QueryFusionRetriever`` (reciprocal rerank) over vector + bm25s."""
-    _require("llama_index.core", "llama-index-core")
-    _require("llama_index.retrievers.bm25", "llama-index-retrievers-bm25")
-    _require("llama_index.vector_stores.chroma", "llama-index-vector-stores-chroma")
+    _require_llama_index()
     return _LlamaIndexFusion(embedding)
 
 

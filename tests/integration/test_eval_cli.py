@@ -131,7 +131,7 @@ def test_text_report_with_a_sweep_and_settings(
     assert status == 0, err
     assert "hybrid-memory" in out and "ndcg@10" in out
     assert "tag_weight=0.2" in out
-    assert "sweep:" in out and "(base)" in out
+    assert "sweep (" in out and "(base)" in out
     sweep_lines = [line for line in out.splitlines() if line.startswith(("0.3", "0.7"))]
     assert len(sweep_lines) == 2
     assert "2 queries" in out
