@@ -1,0 +1,109 @@
+"""The speed benchmark runs end to end at a tiny size and reports every figure.
+
+No timing is asserted: this only keeps ``benchmarks/scale.py`` from rotting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "scale.py"
+DATA = REPO.parent / "shared" / "data"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (DATA / "locomo" / "corpus.jsonl").exists(),
+        reason=f"evaluation data not found in {DATA}",
+    ),
+]
+
+SYSTEM_KEYS = {
+    "system",
+    "label",
+    "n",
+    "ingest",
+    "add_one_ms",
+    "search_ms",
+    "rss_mb",
+    "searchable_after_add",
+    "count",
+}
+
+
+def test_benchmark_reports_every_figure_at_a_tiny_size() -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--n",
+            "300",
+            "--queries",
+            "20",
+            "--adds",
+            "3",
+            "--peer-adds",
+            "2",
+            "--peers",
+            "--json",
+            "--data",
+            str(DATA),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+
+    assert {"benchmark", "date", "machine", "versions", "config", "results", "model"} <= set(report)
+    (block,) = report["results"]
+    assert block["n"] == 300
+    assert {"data", "systems", "ratios", "targets"} <= set(block)
+    assert set(block["systems"]) == {
+        "ours-disk",
+        "ours-memory",
+        "chroma-disk",
+        "chroma-memory",
+        "langchain",
+        "llamaindex",
+    }
+    for name, result in block["systems"].items():
+        assert "error" not in result, (name, result)
+        assert set(result) >= SYSTEM_KEYS, (name, sorted(result))
+        assert result["count"] == 300 + (2 if name in ("langchain", "llamaindex") else 3)
+        assert result["ingest"]["rate_per_s"] > 0
+        assert result["search_ms"]["n"] == 20
+        assert {"p50", "p95"} <= set(result["search_ms"])
+        assert {"baseline", "peak", "growth"} <= set(result["rss_mb"])
+    for name in ("ours-disk", "ours-memory"):
+        searchable = block["systems"][name]["searchable_after_add"]
+        # every added memory came back, from the vector and the keyword leg
+        assert searchable["vector"] == searchable["keyword"] == searchable["any"] == "3/3"
+        assert "search_filtered_ms" in block["systems"][name]
+    assert {
+        "ours-disk/chroma-disk",
+        "ours-memory/chroma-memory",
+        "ours-disk/langchain",
+        "ours-disk/llamaindex",
+    } <= set(block["ratios"])
+    assert {
+        "search_p50_ms",
+        "search_p95_ms",
+        "add_one_p50_ms",
+        "ingest_time_vs_chroma",
+        "search_vs_langchain",
+        "search_vs_llamaindex",
+    } == set(block["targets"])
+    for target in block["targets"].values():
+        assert target["value"] is not None
