@@ -523,6 +523,8 @@ def run_peer(
             if tick is None:
                 run.name = peer.name
                 tick = progress.counter(f"queries ({peer.name})", len(queries))
+            label = f" matching {key}" if where else ""
+            progress.message(f"{peer.name}: indexing {len(subset)} records{label}")
             peer.add(subset)
             for query in group:
                 started = time.perf_counter()

@@ -314,25 +314,27 @@ class _LlamaIndexFusion:
         nodes = [TextNode(id_=r.id, text=peer_text(r)) for r in records]
         self._index.insert_nodes(nodes)
         self._nodes.extend(nodes)
-        # bm25s cannot add documents: the keyword leg is rebuilt over everything.
-        self._bm25 = None
+        # bm25s cannot add documents: the keyword leg is rebuilt over everything, now,
+        # so the cost lands in add() as it does for a user.
+        import logging
+
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        # bm25s warns (and clamps) when k exceeds the corpus; _retriever() clamps instead.
+        logging.getLogger("llama_index.retrievers.bm25.base").setLevel(logging.ERROR)
+        self._bm25 = BM25Retriever.from_defaults(
+            nodes=self._nodes, similarity_top_k=min(self._fusion_k or 10, len(self._nodes))
+        )
         self._fusion = None
 
     def _retriever(self, k: int) -> Any:
         if self._fusion is not None and self._fusion_k == k:
             return self._fusion
-        import logging
-
         from llama_index.core.llms import MockLLM
         from llama_index.core.retrievers import QueryFusionRetriever
         from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
-        from llama_index.retrievers.bm25 import BM25Retriever
 
         top_k = min(k, len(self._nodes))
-        if self._bm25 is None:
-            # bm25s warns (and clamps) when k exceeds the corpus; the clamp is done here.
-            logging.getLogger("llama_index.retrievers.bm25.base").setLevel(logging.ERROR)
-            self._bm25 = BM25Retriever.from_defaults(nodes=self._nodes, similarity_top_k=top_k)
         self._bm25.similarity_top_k = top_k
         self._fusion = QueryFusionRetriever(
             [self._index.as_retriever(similarity_top_k=top_k), self._bm25],
