@@ -10,10 +10,11 @@ environment. An invalid value fails at construction with an
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from hybrid_memory.errors import InvalidInputError
 
@@ -27,6 +28,14 @@ class HybridMemorySettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
     )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _settings_error(exc) from exc
+        except SettingsError as exc:  # a list variable that is not valid JSON
+            raise _source_error(exc) from exc
 
     # --- where the memories live -------------------------------------------------
     path: str | None = Field(
@@ -161,15 +170,11 @@ def load_settings(
     Raises :class:`InvalidInputError` naming the environment variable of the first
     invalid field.
     """
-    try:
-        if settings is None:
-            return HybridMemorySettings(**overrides)
-        if not overrides:
-            return settings
-        merged = settings.model_dump(exclude_unset=True) | overrides
-        return HybridMemorySettings(**merged)
-    except ValidationError as exc:
-        raise _settings_error(exc) from exc
+    if settings is None:
+        return HybridMemorySettings(**overrides)
+    if not overrides:
+        return settings
+    return HybridMemorySettings(**(settings.model_dump(exclude_unset=True) | overrides))
 
 
 def _settings_error(exc: ValidationError) -> InvalidInputError:
@@ -181,3 +186,12 @@ def _settings_error(exc: ValidationError) -> InvalidInputError:
     shown = "" if isinstance(value, dict) else f"; got {value!r}"
     message = first.get("msg", str(exc)).removeprefix("Value error, ")
     return InvalidInputError(field, f"{message}{shown}")
+
+
+def _source_error(exc: SettingsError) -> InvalidInputError:
+    match = re.search(r'field "(\w+)"', str(exc))
+    name = match.group(1) if match else "settings"
+    return InvalidInputError(
+        f"{ENV_PREFIX}{name.upper()} ({name})",
+        "list values are written as JSON, for example '[500, 5000]'",
+    )

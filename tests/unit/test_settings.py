@@ -135,11 +135,6 @@ def test_invalid_environment_value_names_the_variable(
     assert isinstance(info.value, ValueError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in settings.py: pydantic-settings decodes list variables as JSON before "
-    "validation and raises its own SettingsError, which load_settings does not convert",
-)
 def test_unparsable_json_list_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYBRID_MEMORY_ALPHA_THRESHOLDS", "500, 5000")
     with pytest.raises(InvalidInputError, match="HYBRID_MEMORY_ALPHA_THRESHOLDS"):
@@ -152,11 +147,6 @@ def test_unparsable_json_list_fails_at_load(monkeypatch: pytest.MonkeyPatch) -> 
         load_settings()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.py's docstring promises InvalidInputError at construction, but only "
-    "load_settings converts pydantic's ValidationError",
-)
 def test_direct_construction_fails_with_invalid_input_error() -> None:
     with pytest.raises(InvalidInputError, match="HYBRID_MEMORY_RRF_K"):
         HybridMemorySettings(rrf_k=-1)
