@@ -46,6 +46,7 @@ from hybrid_memory.errors import (
     MemoryNotFoundError,
     StoreError,
 )
+from hybrid_memory.feedback import rocchio
 from hybrid_memory.filters import (
     CREATED_KEY,
     HASH_KEY,
@@ -83,6 +84,8 @@ _SEARCH_ONLY_FIELDS = frozenset(
         "tag_weight",
         "tag_boost",
         "recency_decay",
+        "feedback_docs",
+        "feedback_weight",
         "drop_stopwords",
         "token_encoding",
         "sync_interval",
@@ -688,20 +691,12 @@ class HybridMemory:
         self._maybe_sync()
 
         depth = max(s.candidates, k) + (1 if exclude else 0)
-        vector_leg: Future[tuple[dict[str, Any], str | None]] = self._pool.submit(
+        vector_leg: Future[tuple[dict[str, Any], Vector | None, str | None]] = self._pool.submit(
             self._vector_leg, text, vector, depth, node
         )
         keyword_hits = self._index.search(text, depth, node, drop_stopwords=s.drop_stopwords)
-        vector_hits, fallback_reason = vector_leg.result()
-
-        vector_ids = [i for i in vector_hits if i != exclude]
+        vector_hits, query_vector, fallback_reason = vector_leg.result()
         keyword_ids = [i for i, _ in keyword_hits if i != exclude]
-        evidence: dict[str, int] = {}
-        for ranking in (vector_ids, keyword_ids):
-            for rank, memory_id in enumerate(ranking, start=1):
-                evidence[memory_id] = min(evidence.get(memory_id, rank), rank)
-        tag_counts = self._tag_leg(matched_tags, depth, node, evidence, exclude)
-        tag_ids = list(tag_counts)
 
         if alpha is None:
             alpha = s.alpha
@@ -711,8 +706,25 @@ class HybridMemory:
         weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(matched_tags))
         if fallback_reason is not None:
             weights[VECTOR] = 0.0
-        rankings = {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: tag_ids}
+
+        def fuse(hits: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[str, int]]:
+            vector_ids = [i for i in hits if i != exclude]
+            evidence: dict[str, int] = {}
+            for ranking in (vector_ids, keyword_ids):
+                for rank, memory_id in enumerate(ranking, start=1):
+                    evidence[memory_id] = min(evidence.get(memory_id, rank), rank)
+            counts = self._tag_leg(matched_tags, depth, node, evidence, exclude)
+            return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
+
+        rankings, tag_counts = fuse(vector_hits)
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+        top = order_by_score(fused)[: s.feedback_docs]
+        if query_vector is not None and top and s.feedback_weight and weights[VECTOR]:
+            got = self._chroma("get", ids=top, include=["embeddings"])
+            refined = rocchio(query_vector, [list(v) for v in got["embeddings"]], s.feedback_weight)
+            vector_hits = self._vector_leg(text, refined, depth, node)[0]
+            rankings, tag_counts = fuse(vector_hits)
+            fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
             created = self._index.created_at(list(fused))
             for memory_id in fused:
@@ -720,7 +732,7 @@ class HybridMemory:
                 fused[memory_id] *= decay_factor(age, s.recency_decay)
 
         raw = {
-            VECTOR: {i: vector_hits[i]["similarity"] for i in vector_ids},
+            VECTOR: {i: vector_hits[i]["similarity"] for i in rankings[VECTOR]},
             KEYWORD: dict(keyword_hits),
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
@@ -748,14 +760,15 @@ class HybridMemory:
 
     def _vector_leg(
         self, text: str, vector: Vector | None, depth: int, node: Node | None
-    ) -> tuple[dict[str, Any], str | None]:
-        """Chroma's nearest neighbours, as {id: {similarity, document, metadata}} in rank
-        order, or ({}, reason) when the query cannot be embedded."""
+    ) -> tuple[dict[str, Any], Vector | None, str | None]:
+        """Chroma's nearest neighbours, as ({id: {similarity, row}} in rank order, the
+        query vector, None), or ({}, None, reason) when the query cannot be embedded."""
         if vector is None:
             try:
                 vector = self._queries.embed(text)
             except EmbeddingError as exc:
-                return {}, f"query embedding failed, answered from keyword and tag legs: {exc}"
+                reason = f"query embedding failed, answered from keyword and tag legs: {exc}"
+                return {}, None, reason
         got = self._chroma(
             "query",
             query_embeddings=[vector],
@@ -772,7 +785,7 @@ class HybridMemory:
             strict=True,
         ):
             hits[memory_id] = {"similarity": 1.0 - float(distance), "row": (document, metadata)}
-        return hits, None
+        return hits, vector, None
 
     def _tag_leg(
         self,

@@ -87,11 +87,11 @@ class HybridMemorySettings(BaseSettings):
         description="Corpus sizes (after filtering) where the adaptive alpha steps up.",
     )
     alpha_values: list[float] = Field(
-        default_factory=lambda: [0.5, 0.7, 0.8],
+        default_factory=lambda: [0.5, 0.5, 0.4],
         description="Adaptive alpha per size band; one more value than thresholds.",
     )
     tag_weight: float = Field(
-        0.3, ge=0.0, le=1.0, description="Weight of the tag leg, before normalisation."
+        1.0, ge=0.0, le=1.0, description="Weight of the tag leg, before normalisation."
     )
     tag_boost: float = Field(
         0.5,
@@ -101,6 +101,16 @@ class HybridMemorySettings(BaseSettings):
     )
     tag_cache_ttl: float = Field(
         60.0, ge=0.0, description="Seconds the known-tag set is cached between refreshes."
+    )
+    feedback_docs: int = Field(
+        3,
+        ge=0,
+        le=50,
+        description="Top fused memories whose vectors refine the query vector (Rocchio "
+        "pseudo-relevance feedback) for a second vector pass; 0 disables it.",
+    )
+    feedback_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="Weight of the feedback centroid against the query."
     )
     recency_decay: float = Field(
         0.0,

@@ -306,10 +306,14 @@ def test_tag_weight_moves_memories_found_only_by_tags(filled: HybridMemory) -> N
 
     assert position(1.0) == 0
     assert position(0.0) > 0
-    boosted = filled.search("moved last spring", tags=["bob", "new york"], k=5)
-    single = filled.search("moved last spring", tags=["new york"], k=5)
-    assert boosted[0].id == single[0].id == "b2"
-    assert boosted[0].score > single[0].score  # two matched tags weigh more than one
+    # Two matched tags weigh more than one: b2, found by tags alone, scores higher.
+    # alpha=0: the vector leg weighs nothing, so b2's score is its tag-leg share alone.
+    boosted = filled.search("light mode fonts", tags=["bob", "new york"], k=5, alpha=0.0)
+    single = filled.search("light mode fonts", tags=["new york"], k=5, alpha=0.0)
+    b2_boosted = next(h for h in boosted if h.id == "b2")
+    b2_single = next(h for h in single if h.id == "b2")
+    assert "keyword" not in b2_boosted.ranks and b2_boosted.ranks["tag"] == 1
+    assert b2_boosted.score > b2_single.score
 
 
 def test_adaptive_alpha_follows_filtered_corpus_size(filled: HybridMemory) -> None:
