@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
+
 from hybrid_memory.embeddings import Embedder, QueryCache, Vector, resolve_embedding
 from hybrid_memory.errors import (
     DuplicateIdError,
@@ -720,9 +722,7 @@ class HybridMemory:
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         top = order_by_score(fused)[: s.feedback_docs]
         if query_vector is not None and top and s.feedback_weight and weights[VECTOR]:
-            got = self._chroma("get", ids=top, include=["embeddings"])
-            refined = rocchio(query_vector, [list(v) for v in got["embeddings"]], s.feedback_weight)
-            vector_hits = self._vector_leg(text, refined, depth, node)[0]
+            vector_hits = self._rerank_with_feedback(vector_hits, query_vector, top)
             rankings, tag_counts = fuse(vector_hits)
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
@@ -774,18 +774,46 @@ class HybridMemory:
             query_embeddings=[vector],
             n_results=depth,
             where=to_chroma(node),
-            include=["distances", "documents", "metadatas"],
+            include=["distances", "documents", "metadatas", "embeddings"],
         )
         hits: dict[str, Any] = {}
-        for memory_id, distance, document, metadata in zip(
+        for memory_id, distance, document, metadata, embedding in zip(
             got["ids"][0],
             got["distances"][0],
             got["documents"][0],
             got["metadatas"][0],
+            got["embeddings"][0],
             strict=True,
         ):
-            hits[memory_id] = {"similarity": 1.0 - float(distance), "row": (document, metadata)}
+            hits[memory_id] = {
+                "similarity": 1.0 - float(distance),
+                "row": (document, metadata),
+                "embedding": embedding,
+            }
         return hits, vector, None
+
+    def _rerank_with_feedback(
+        self, hits: dict[str, Any], query: Vector, top: list[str]
+    ) -> dict[str, Any]:
+        """Re-rank the vector candidates by similarity to the query refined with the
+        top fused memories (Rocchio). Re-ranking the first pass's candidates, instead of
+        querying Chroma again, keeps the gain at the cost of one matrix product."""
+        feedback = [hits[i]["embedding"] for i in top if i in hits]
+        missing = [i for i in top if i not in hits]
+        if missing:
+            feedback += list(self._chroma("get", ids=missing, include=["embeddings"])["embeddings"])
+        refined = rocchio(
+            query, [list(map(float, v)) for v in feedback], self.settings.feedback_weight
+        )
+        if not hits:
+            return hits
+        ids = list(hits)
+        matrix = np.asarray([hits[i]["embedding"] for i in ids], dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        similarity = (matrix @ np.asarray(refined, dtype=np.float32)) / norms
+        order = np.argsort(-similarity, kind="stable")
+        return {ids[j]: {**hits[ids[j]], "similarity": float(similarity[j])} for j in order}
 
     def _tag_leg(
         self,
