@@ -37,8 +37,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import numpy as np
-
 from hybrid_memory.embeddings import Embedder, QueryCache, Vector, resolve_embedding
 from hybrid_memory.errors import (
     DuplicateIdError,
@@ -693,7 +691,7 @@ class HybridMemory:
         self._maybe_sync()
 
         depth = max(s.candidates, k) + (1 if exclude else 0)
-        vector_leg: Future[tuple[dict[str, Any], Vector | None, str | None]] = self._pool.submit(
+        vector_leg: Future[tuple[dict[str, float], Vector | None, str | None]] = self._pool.submit(
             self._vector_leg, text, vector, depth, node
         )
         keyword_hits = self._index.search(text, depth, node, drop_stopwords=s.drop_stopwords)
@@ -709,7 +707,7 @@ class HybridMemory:
         if fallback_reason is not None:
             weights[VECTOR] = 0.0
 
-        def fuse(hits: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[str, int]]:
+        def fuse(hits: Mapping[str, float]) -> tuple[dict[str, list[str]], dict[str, int]]:
             vector_ids = [i for i in hits if i != exclude]
             evidence: dict[str, int] = {}
             for ranking in (vector_ids, keyword_ids):
@@ -722,7 +720,10 @@ class HybridMemory:
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         top = order_by_score(fused)[: s.feedback_docs]
         if query_vector is not None and top and s.feedback_weight and weights[VECTOR]:
-            vector_hits = self._rerank_with_feedback(vector_hits, query_vector, top)
+            got = self._chroma("get", ids=top, include=["embeddings"])
+            feedback = [[float(x) for x in v] for v in got["embeddings"]]
+            refined = rocchio(query_vector, feedback, s.feedback_weight)
+            vector_hits = self._vector_leg(text, refined, depth, node)[0]
             rankings, tag_counts = fuse(vector_hits)
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
@@ -732,14 +733,14 @@ class HybridMemory:
                 fused[memory_id] *= decay_factor(age, s.recency_decay)
 
         raw = {
-            VECTOR: {i: vector_hits[i]["similarity"] for i in rankings[VECTOR]},
+            VECTOR: {i: vector_hits[i] for i in rankings[VECTOR]},
             KEYWORD: dict(keyword_hits),
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
         positions = {
             leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()
         }
-        hits = self._hydrate(order_by_score(fused), k, vector_hits)
+        hits = self._hydrate(order_by_score(fused), k)
         result: list[Hit] = []
         budget = 0
         for memory in hits:
@@ -760,8 +761,8 @@ class HybridMemory:
 
     def _vector_leg(
         self, text: str, vector: Vector | None, depth: int, node: Node | None
-    ) -> tuple[dict[str, Any], Vector | None, str | None]:
-        """Chroma's nearest neighbours, as ({id: {similarity, row}} in rank order, the
+    ) -> tuple[dict[str, float], Vector | None, str | None]:
+        """Chroma's nearest neighbours, as ({id: cosine similarity} in rank order, the
         query vector, None), or ({}, None, reason) when the query cannot be embedded."""
         if vector is None:
             try:
@@ -774,46 +775,12 @@ class HybridMemory:
             query_embeddings=[vector],
             n_results=depth,
             where=to_chroma(node),
-            include=["distances", "documents", "metadatas", "embeddings"],
+            # Distances only: every other include costs Chroma more than the search
+            # itself; the few hits returned are read by id afterwards.
+            include=["distances"],
         )
-        hits: dict[str, Any] = {}
-        for memory_id, distance, document, metadata, embedding in zip(
-            got["ids"][0],
-            got["distances"][0],
-            got["documents"][0],
-            got["metadatas"][0],
-            got["embeddings"][0],
-            strict=True,
-        ):
-            hits[memory_id] = {
-                "similarity": 1.0 - float(distance),
-                "row": (document, metadata),
-                "embedding": embedding,
-            }
+        hits = {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
         return hits, vector, None
-
-    def _rerank_with_feedback(
-        self, hits: dict[str, Any], query: Vector, top: list[str]
-    ) -> dict[str, Any]:
-        """Re-rank the vector candidates by similarity to the query refined with the
-        top fused memories (Rocchio). Re-ranking the first pass's candidates, instead of
-        querying Chroma again, keeps the gain at the cost of one matrix product."""
-        feedback = [hits[i]["embedding"] for i in top if i in hits]
-        missing = [i for i in top if i not in hits]
-        if missing:
-            feedback += list(self._chroma("get", ids=missing, include=["embeddings"])["embeddings"])
-        refined = rocchio(
-            query, [list(map(float, v)) for v in feedback], self.settings.feedback_weight
-        )
-        if not hits:
-            return hits
-        ids = list(hits)
-        matrix = np.asarray([hits[i]["embedding"] for i in ids], dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1)
-        norms[norms == 0] = 1.0
-        similarity = (matrix @ np.asarray(refined, dtype=np.float32)) / norms
-        order = np.argsort(-similarity, kind="stable")
-        return {ids[j]: {**hits[ids[j]], "similarity": float(similarity[j])} for j in order}
 
     def _tag_leg(
         self,
@@ -840,7 +807,7 @@ class HybridMemory:
         )
         return {i: best[i][0] for i in ordered[:depth]}
 
-    def _hydrate(self, ordered: list[str], k: int, vector_hits: Mapping[str, Any]) -> list[Memory]:
+    def _hydrate(self, ordered: list[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` as memories, read from the collection (the
         source of truth); ids the index still had but the collection lost are dropped
         from the index and the next candidates move up."""
@@ -849,21 +816,14 @@ class HybridMemory:
         while len(out) < k and position < len(ordered):
             batch = ordered[position : position + (k - len(out))]
             position += len(batch)
-            rows = {i: vector_hits[i]["row"] for i in batch if i in vector_hits}
-            wanted = [i for i in batch if i not in rows]
-            if wanted:
-                got = self._chroma("get", ids=wanted, include=["documents", "metadatas"])
-                rows.update(
-                    {
-                        i: (d, m)
-                        for i, d, m in zip(
-                            got["ids"], got["documents"], got["metadatas"], strict=True
-                        )
-                    }
-                )
-                lost = [i for i in wanted if i not in rows]
-                if lost:
-                    self._index.delete(lost)
+            got = self._chroma("get", ids=batch, include=["documents", "metadatas"])
+            rows = {
+                i: (d, m)
+                for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+            }
+            lost = [i for i in batch if i not in rows]
+            if lost:
+                self._index.delete(lost)
             out.extend(_memory(_index_row(i, *rows[i])) for i in batch if i in rows)
         return out
 
