@@ -106,6 +106,7 @@ class KeywordIndex:
         if path:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._total: int | None = None  # cached unfiltered count; None after a write
         self.rebuilt_schema = self._ensure_schema()
 
     # --- schema ---------------------------------------------------------------------
@@ -184,6 +185,7 @@ class KeywordIndex:
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
+            self._total = None
             try:
                 existing = self._rowids([r.id for r in rows])
                 if existing:
@@ -241,6 +243,7 @@ class KeywordIndex:
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
+            self._total = None
             try:
                 rowids = list(self._rowids(list(ids)).values())
                 self._delete_rowids(rowids, keep_memories=False)
@@ -252,6 +255,7 @@ class KeywordIndex:
 
     def clear(self) -> None:
         with self._lock:
+            self._total = None
             for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
                 self._conn.execute(f"DELETE FROM {table}")
 
@@ -277,10 +281,17 @@ class KeywordIndex:
     # --- reads --------------------------------------------------------------------------
 
     def count(self, where: Node | None = None) -> int:
+        """Memories passing ``where``. The unfiltered count is cached between writes:
+        search asks for it every time, and COUNT(*) scans the whole table."""
         sql, params = to_sql(where)
         with self._lock:
+            if not sql and self._total is not None:
+                return self._total
             query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
-            return int(self._conn.execute(query, params).fetchone()[0])
+            total = int(self._conn.execute(query, params).fetchone()[0])
+            if not sql:
+                self._total = total
+            return total
 
     def ids(self) -> set[str]:
         with self._lock:
