@@ -1,13 +1,13 @@
 """The exception family of hybrid-memory, drawn in one place.
 
-    HybridMemoryError
-    ├── InvalidInputError (also ValueError)    bad arguments; nothing was stored or changed
-    │   └── DuplicateIdError                   add() of an id that exists, without upsert
-    ├── MemoryNotFoundError (also KeyError)    get/update/related of an id that does not exist
-    ├── EmbeddingError                         the embedding model failed or is unavailable
-    │   └── EmbeddingMismatchError             the store was built with another model / dimension
-    ├── StoreError                             Chroma or the keyword index failed underneath
-    └── MissingDependencyError (ImportError)   an optional package is needed; says what to install
+HybridMemoryError
+├── InvalidInputError (also ValueError)    bad arguments; nothing was stored or changed
+│   └── DuplicateIdError                   add() of an id that exists, without upsert
+├── MemoryNotFoundError (also KeyError)    get/update/related of an id that does not exist
+├── EmbeddingError                         the embedding model failed or is unavailable
+│   └── EmbeddingMismatchError             the store was built with another model / dimension
+├── StoreError                             Chroma or the keyword index failed underneath
+└── MissingDependencyError (ImportError)   an optional package is needed; says what to install
 """
 
 from __future__ import annotations
