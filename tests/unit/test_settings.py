@@ -29,8 +29,10 @@ def test_defaults() -> None:
     assert s.rrf_k == 60.0
     assert s.alpha is None  # adaptive by default
     assert s.alpha_thresholds == [500, 5000]
-    assert s.alpha_values == [0.5, 0.7, 0.8]
-    assert (s.tag_weight, s.tag_boost, s.tag_cache_ttl) == (0.3, 0.5, 60.0)
+    # Calibrated on ../shared/data (issue 4): see README, "Retrieval quality".
+    assert s.alpha_values == [0.5, 0.5, 0.4]
+    assert (s.tag_weight, s.tag_boost, s.tag_cache_ttl) == (1.0, 0.5, 60.0)
+    assert (s.feedback_docs, s.feedback_weight) == (3, 0.5)
     assert s.recency_decay == 0.0
     assert s.keyword_tokenizer == "porter unicode61 remove_diacritics 2"
     assert s.drop_stopwords is True
