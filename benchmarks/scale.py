@@ -1011,6 +1011,23 @@ def targets(systems: dict[str, dict[str, Any]], ratios: dict[str, Any]) -> dict[
     return out
 
 
+def _commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` when the engine has local changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "hybrid_memory"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
 def _versions() -> dict[str, str]:
     found = {}
     for package in (
@@ -1060,8 +1077,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def render(report: dict[str, Any]) -> str:
     lines = [
-        f"hybrid-memory scale benchmark, {report['date']}, {report['machine']['cpus']} CPUs, "
-        f"Python {report['machine']['python']}",
+        f"hybrid-memory scale benchmark, {report['date']}, commit {report.get('commit')}, "
+        f"{report['machine']['cpus']} CPUs, Python {report['machine']['python']}",
         f"embedding: {report['config']['embedding']} (precomputed lookup; time in embedding "
         f"calls subtracted); k = {K}; {report['config']['queries']} distinct queries",
     ]
@@ -1262,6 +1279,7 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
         },
         "versions": _versions(),
+        "commit": _commit(),
         "config": {
             "n": args.n,
             "queries": args.queries,
