@@ -173,6 +173,15 @@ def _scalar(value: Any, path: str) -> Scalar:
     raise InvalidInputError(path, f"expected a str, int, float or bool, got {value!r}")
 
 
+def tests_arrays(node: Node | None) -> bool:
+    """Whether the filter tests array values (tags or list metadata) anywhere."""
+    if node is None:
+        return False
+    if isinstance(node, Logical):
+        return any(tests_arrays(c) for c in node.children)
+    return node.op in ARRAY_OPS
+
+
 # --- Chroma -------------------------------------------------------------------------
 
 

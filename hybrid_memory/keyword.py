@@ -293,6 +293,19 @@ class KeywordIndex:
                 self._total = total
             return total
 
+    def passing(self, ids: Sequence[str], where: Node | None) -> set[str]:
+        """Which of ``ids`` are indexed and pass ``where``."""
+        sql, params = to_sql(where)
+        out: set[str] = set()
+        with self._lock:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = list(ids[start : start + _CHUNK])
+                marks = ", ".join("?" * len(chunk))
+                query = f"SELECT m.id FROM memories m WHERE m.id IN ({marks})"
+                query += f" AND {sql}" if sql else ""
+                out.update(r[0] for r in self._conn.execute(query, [*chunk, *params]))
+        return out
+
     def ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._conn.execute("SELECT id FROM memories")}

@@ -37,7 +37,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from hybrid_memory.embeddings import Embedder, QueryCache, Vector, resolve_embedding
+import numpy as np
+
+from hybrid_memory.embeddings import (
+    Embedder,
+    Matrix,
+    QueryCache,
+    Vector,
+    document_matrix,
+    resolve_embedding,
+)
 from hybrid_memory.errors import (
     DuplicateIdError,
     EmbeddingError,
@@ -56,6 +65,7 @@ from hybrid_memory.filters import (
     UPDATED_KEY,
     Node,
     parse_filter,
+    tests_arrays,
     to_chroma,
 )
 from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
@@ -364,7 +374,7 @@ class HybridMemory:
         self, records: dict[str, _Prepared], existing: Mapping[str, Mapping[str, Any]]
     ) -> None:
         texts = [p.text for p in records.values()]
-        vectors = self.embedder.embed_documents(texts)
+        vectors = document_matrix(self.embedder, texts)
         self._check_dimension(vectors)
         now = now_timestamp()
         rows: list[IndexRow] = []
@@ -396,10 +406,10 @@ class HybridMemory:
         except Exception:
             return 1000
 
-    def _check_dimension(self, vectors: list[Vector]) -> None:
-        if not vectors:
+    def _check_dimension(self, vectors: Matrix) -> None:
+        if len(vectors) == 0:
             return
-        dimension = len(vectors[0])
+        dimension = int(vectors.shape[1])
         if self._dimension is None:
             self._dimension = dimension
             meta = {**(self._collection.metadata or {}), DIMENSION_META: dimension}
@@ -491,10 +501,10 @@ class HybridMemory:
             old = _index_row(memory_id, got["documents"][0], got["metadatas"][0])
             final_text = old.text if new_text is None else new_text
             if new_text is not None and new_text != old.text:
-                vector = self.embedder.embed_documents([final_text])
+                vector = document_matrix(self.embedder, [final_text])
                 self._check_dimension(vector)
             else:
-                vector = [list(got["embeddings"][0])]
+                vector = np.asarray(got["embeddings"][:1], dtype=np.float32)
             row = IndexRow(
                 memory_id,
                 final_text,
@@ -780,6 +790,12 @@ class HybridMemory:
             include=["distances"],
         )
         hits = {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
+        if tests_arrays(node):
+            # Chroma 1.5 keeps array-metadata index entries of deleted collections, and a
+            # new collection's $contains can match them (seen here; scalar filters are
+            # unaffected): check such filters against the keyword index's copy.
+            passing = self._index.passing(list(hits), node)
+            hits = {i: s for i, s in hits.items() if i in passing}
         return hits, vector, None
 
     def _tag_leg(
@@ -838,7 +854,11 @@ class HybridMemory:
         self._pool.shutdown(wait=True)
         self._index.close()
         if self._drop_on_close:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # it dies with the process anyway
+                # Records first: Chroma 1.5 otherwise leaves their array-metadata index
+                # entries behind to match in the next collection (see _vector_leg).
+                while ids := self._collection.get(limit=_PAGE, include=[])["ids"]:
+                    self._collection.delete(ids=ids)
                 self._client.delete_collection(self._collection_name)
 
     def __enter__(self) -> HybridMemory:

@@ -510,3 +510,32 @@ def test_concurrent_adds_and_searches_keep_every_memory(tmp_path: Path) -> None:
         assert store._index.count() == 160
         for w in range(4):
             assert store.count({"tags": {"$contains": f"w{w}"}}) == 40
+
+
+def test_tag_filters_ignore_what_deleted_collections_left_in_chroma(
+    hash_embedding: HashEmbedding,
+) -> None:
+    # Chroma 1.5 keeps array-metadata index entries of a deleted collection; a new
+    # collection's $contains then matches its own records at the same positions.
+    client = chromadb.EphemeralClient()
+    old = client.create_collection("leaky-old", embedding_function=None)
+    old.add(
+        ids=[f"o{i}" for i in range(4)],
+        embeddings=hash_embedding([f"old {i}" for i in range(4)]),
+        metadatas=[{"x": 1}, {"x": 2}, {"x": 3}, {TAGS_KEY: ["new york"]}],
+    )
+    client.delete_collection("leaky-old")
+    with HybridMemory(client=client, collection="leaky-new", embedding=hash_embedding) as store:
+        store.add_many([f"untagged memory {i}" for i in range(4)])
+        only_tagged = {"tags": {"$contains": "new york"}}
+        assert store.search("untagged memory", alpha=1.0, filter=only_tagged) == []
+        assert store.count(only_tagged) == 0
+
+
+def test_closing_an_in_memory_store_leaves_nothing_behind(hash_embedding: HashEmbedding) -> None:
+    with HybridMemory(embedding=hash_embedding) as first:
+        first.add_many([{"text": f"tagged {i}", "tags": ["alpha"]} for i in range(5)])
+    with HybridMemory(embedding=hash_embedding) as second:
+        second.add_many([f"plain {i}" for i in range(5)])
+        hits = second.search("plain", alpha=1.0, filter={"tags": {"$contains": "alpha"}})
+        assert hits == []
