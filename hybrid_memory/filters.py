@@ -31,7 +31,6 @@ from hybrid_memory.timeutil import to_timestamp
 TAGS_KEY = "hm:tags"
 CREATED_KEY = "hm:created_at"
 UPDATED_KEY = "hm:updated_at"
-HASH_KEY = "hm:hash"
 RESERVED_PREFIX = "hm:"
 
 TAGS_FIELD = "tags"

@@ -58,7 +58,6 @@ from hybrid_memory.errors import (
 from hybrid_memory.feedback import rocchio
 from hybrid_memory.filters import (
     CREATED_KEY,
-    HASH_KEY,
     RESERVED_FIELDS,
     RESERVED_PREFIX,
     TAGS_KEY,
@@ -882,7 +881,6 @@ def _chroma_metadata(row: IndexRow) -> dict[str, Any]:
         meta[TAGS_KEY] = list(row.tags)
     meta[CREATED_KEY] = row.created_at
     meta[UPDATED_KEY] = row.updated_at
-    meta[HASH_KEY] = row.content_hash
     return meta
 
 
@@ -894,7 +892,8 @@ def _index_row(
     tags = tuple(meta.pop(TAGS_KEY, None) or ())
     created = float(meta.pop(CREATED_KEY, 0.0) or 0.0)
     updated = float(meta.pop(UPDATED_KEY, created) or created)
-    content_hash = meta.pop(HASH_KEY, None) or hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The content hash (for dedup) is derived from the text: it lives in the index only.
+    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
     user = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}
     return IndexRow(memory_id, text, tags, user, str(content_hash), created, updated)
 

@@ -20,7 +20,7 @@ from hybrid_memory import (
     InvalidInputError,
     MemoryNotFoundError,
 )
-from hybrid_memory.filters import CREATED_KEY, HASH_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory.filters import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding
 
@@ -470,10 +470,14 @@ def test_in_memory_stores_are_private(hash_embedding: HashEmbedding) -> None:
         assert two.count() == 0
 
 
-def test_content_hash_is_stored_in_chroma(memory: HybridMemory) -> None:
-    memory_id = memory.add("hash me")
-    record = memory._collection.get(ids=[memory_id], include=["metadatas"])
-    assert len(record["metadatas"][0][HASH_KEY]) == 64
+def test_dedup_survives_a_rebuilt_index(tmp_path: Path) -> None:
+    # The content hash lives in the derived index only; a rebuilt index derives it again.
+    with open_store(tmp_path) as store:
+        first = store.add("remember the milk")
+    for index_file in tmp_path.glob("keyword-*.sqlite3*"):
+        index_file.unlink()
+    with open_store(tmp_path) as store:
+        assert store.add("remember the milk") == first and store.count() == 1
 
 
 # --- concurrency ---------------------------------------------------------------------------------
