@@ -55,6 +55,18 @@ def match_query(text: str, *, drop_stopwords: bool = True) -> str | None:
     FTS5's query syntax (``AND``, ``NEAR``, ``*``, ``:``, ``"``, parentheses…).
     Returns None when the text has no words at all.
     """
+    return match_expression(query_words(text, drop_stopwords=drop_stopwords))
+
+
+def match_expression(words: Sequence[str]) -> str | None:
+    """``"w1" OR "w2" …`` with every word quoted as an FTS5 string; None for no words."""
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
+    """The distinct words of a query, stopwords dropped unless nothing else is left."""
     # No case folding here: FTS5 folds each quoted word with the same tokenizer as the
     # indexed text, whereas str.casefold() differs from it ("Straße" -> "strasse").
     distinct: dict[str, str] = {}
@@ -64,9 +76,7 @@ def match_query(text: str, *, drop_stopwords: bool = True) -> str | None:
     if drop_stopwords:
         content = [t for t in tokens if t.casefold() not in STOPWORDS]
         tokens = content or tokens  # a query of only stopwords still searches them
-    if not tokens:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+    return tokens
 
 
 def _fts_text(text: str) -> str:
@@ -122,7 +132,13 @@ class KeywordIndex:
                 self.tokenizer
             )
             if fresh:
-                for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
+                for table in (
+                    "memories",
+                    "memories_vocab",
+                    "memories_fts",
+                    "memory_tags",
+                    "memory_meta",
+                ):
                     c.execute(f"DROP TABLE IF EXISTS {table}")
                 c.execute("DELETE FROM index_state")
             c.executescript(
@@ -159,6 +175,18 @@ class KeywordIndex:
                     f"SQLite FTS5 rejected tokenizer {self.tokenizer!r}: {exc}; examples: "
                     "'porter unicode61 remove_diacritics 2', 'unicode61', 'trigram'",
                 ) from exc
+            c.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS memories_vocab "
+                "USING fts5vocab(memories_fts, 'row')"
+            )
+            c.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
+                f"USING fts5(word, tokenize='{tokenize}')"
+            )
+            c.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms "
+                "USING fts5vocab('temp', 'query_words', 'instance')"
+            )
             c.executemany(
                 "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
                 [("schema", SCHEMA_VERSION), ("tokenizer", self.tokenizer)],
@@ -340,11 +368,25 @@ class KeywordIndex:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT tag FROM memory_tags")]
 
     def search(
-        self, text: str, limit: int, where: Node | None = None, *, drop_stopwords: bool = True
+        self,
+        text: str,
+        limit: int,
+        where: Node | None = None,
+        *,
+        drop_stopwords: bool = True,
+        max_df: float = 1.0,
     ) -> list[tuple[str, float]]:
         """The ``limit`` best BM25 matches for free text among memories passing ``where``:
-        ``[(id, bm25 score)]``, best first, scores positive."""
-        expression = match_query(text, drop_stopwords=drop_stopwords)
+        ``[(id, bm25 score)]``, best first, scores positive.
+
+        Query words found in more than ``max_df`` of all memories are left out (unless
+        that would leave none): FTS5 scores every memory a query matches, so one common
+        word multiplies the cost, while its BM25 weight (idf) is small."""
+        words = query_words(text, drop_stopwords=drop_stopwords)
+        if max_df < 1.0 and len(words) > 1:
+            common = self._common_words(words, max_df)
+            words = [w for w in words if w not in common] or words
+        expression = match_expression(words)
         if expression is None:
             return []
         sql, params = to_sql(where)
@@ -358,6 +400,35 @@ class KeywordIndex:
             return [
                 (r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])
             ]
+
+    def _common_words(self, words: Sequence[str], max_df: float) -> set[str]:
+        """The words whose indexed term (as the index's own tokenizer stems it) occurs in
+        more than ``max_df`` of the memories."""
+        with self._lock:
+            total = self.count()
+            if total == 0:
+                return set()
+            c = self._conn
+            # The scratch FTS table tokenises each word exactly as the index does.
+            c.executemany(
+                "INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)",
+                list(enumerate(words)),
+            )
+            try:
+                terms = c.execute("SELECT doc, term FROM temp.query_terms").fetchall()
+            finally:
+                c.execute("DELETE FROM temp.query_words")
+            if not terms:
+                return set()
+            marks = ", ".join("?" * len(terms))
+            frequency = dict(
+                c.execute(
+                    f"SELECT term, doc FROM memories_vocab WHERE term IN ({marks})",
+                    [t for _, t in terms],
+                ).fetchall()
+            )
+        limit = max_df * total
+        return {words[i] for i, term in terms if frequency.get(term, 0) > limit}
 
     def tag_matches(
         self,

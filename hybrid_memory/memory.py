@@ -96,6 +96,7 @@ _SEARCH_ONLY_FIELDS = frozenset(
         "feedback_docs",
         "feedback_weight",
         "drop_stopwords",
+        "keyword_max_df",
         "token_encoding",
         "sync_interval",
     }
@@ -703,7 +704,9 @@ class HybridMemory:
         vector_leg: Future[tuple[dict[str, float], Vector | None, str | None]] = self._pool.submit(
             self._vector_leg, text, vector, depth, node
         )
-        keyword_hits = self._index.search(text, depth, node, drop_stopwords=s.drop_stopwords)
+        keyword_hits = self._index.search(
+            text, depth, node, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
+        )
         vector_hits, query_vector, fallback_reason = vector_leg.result()
         keyword_ids = [i for i, _ in keyword_hits if i != exclude]
 

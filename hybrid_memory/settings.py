@@ -128,6 +128,13 @@ class HybridMemorySettings(BaseSettings):
     drop_stopwords: bool = Field(
         True, description="Drop English stopwords from keyword queries (not from the index)."
     )
+    keyword_max_df: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="Keyword queries leave out words found in more than this share of "
+        "memories (they weigh little in BM25 and cost the most); 1 keeps every word.",
+    )
     sync_interval: float = Field(
         1.0,
         ge=0.0,

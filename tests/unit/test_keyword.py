@@ -384,3 +384,17 @@ def test_bad_tokenizer_names_the_setting(tmp_path: Path, tokenizer: str) -> None
 def test_tokenizer_with_quote_is_rejected_cleanly() -> None:
     with pytest.raises(InvalidInputError, match="HYBRID_MEMORY_KEYWORD_TOKENIZER"):
         KeywordIndex(None, "unicode61'); DROP TABLE memories; --")
+
+
+def test_common_words_are_left_out_of_the_query_above_max_df() -> None:
+    index = KeywordIndex(None, "porter unicode61 remove_diacritics 2")
+    rows = [IndexRow(f"c{i}", f"common flows everywhere {i}") for i in range(20)]
+    rows.append(IndexRow("rare", "a rare flowing word: zeppelin"))
+    index.upsert(rows)
+    # "flows" and "flowing" stem to one term through the index's own tokenizer.
+    assert index._common_words(["flow", "zeppelin", "everywhere"], 0.5) == {"flow", "everywhere"}
+    everything = index.search("zeppelin flow", 100)
+    pruned = index.search("zeppelin flow", 100, max_df=0.5)
+    assert len(everything) == 21 and [i for i, _ in pruned] == ["rare"]
+    # Dropping every word would leave nothing to search: then all are kept.
+    assert len(index.search("flow everywhere", 100, max_df=0.5)) == 21
