@@ -78,5 +78,5 @@ def test_broken_embeddings_are_clear_errors_and_store_nothing() -> None:
             with pytest.raises(EmbeddingError, match=message):
                 store.add_many(["one", "two"])
             assert store.count() == 0
-    with pytest.raises(InvalidInputError, match="^embedding"):
+    with pytest.raises(InvalidInputError, match=r"^embedding"):
         HybridMemory(embedding="all-MiniLM-L6-v2")
