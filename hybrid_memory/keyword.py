@@ -16,7 +16,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,13 @@ def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
         content = [t for t in tokens if t.casefold() not in STOPWORDS]
         tokens = content or tokens  # a query of only stopwords still searches them
     return tokens
+
+
+def _chunks(values: Sequence[str]) -> Iterator[tuple[list[str], str]]:
+    """``values`` in slices small enough for one statement, each with its ``?, ?, …``."""
+    for start in range(0, len(values), _CHUNK):
+        chunk = list(values[start : start + _CHUNK])
+        yield chunk, ", ".join("?" * len(chunk))
 
 
 def _fts_text(text: str) -> str:
@@ -296,9 +303,7 @@ class KeywordIndex:
 
     def _rowids(self, ids: list[str]) -> dict[str, int]:
         found: dict[str, int] = {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        for chunk, marks in _chunks(ids):
             found.update(
                 self._conn.execute(
                     f"SELECT id, rowid FROM memories WHERE id IN ({marks})", chunk
@@ -326,9 +331,7 @@ class KeywordIndex:
         sql, params = to_sql(where)
         out: set[str] = set()
         with self._lock:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = list(ids[start : start + _CHUNK])
-                marks = ", ".join("?" * len(chunk))
+            for chunk, marks in _chunks(ids):
                 query = f"SELECT m.id FROM memories m WHERE m.id IN ({marks})"
                 query += f" AND {sql}" if sql else ""
                 out.update(r[0] for r in self._conn.execute(query, [*chunk, *params]))
@@ -352,9 +355,7 @@ class KeywordIndex:
         """For each content hash already stored, one memory id that has it."""
         out: dict[str, str] = {}
         with self._lock:
-            for start in range(0, len(hashes), _CHUNK):
-                chunk = list(hashes[start : start + _CHUNK])
-                marks = ", ".join("?" * len(chunk))
+            for chunk, marks in _chunks(hashes):
                 for content_hash, memory_id in self._conn.execute(
                     f"SELECT content_hash, MIN(id) FROM memories WHERE content_hash IN ({marks}) "
                     "GROUP BY content_hash",
@@ -467,9 +468,7 @@ class KeywordIndex:
         """Creation times (epoch seconds) by id, for recency decay."""
         out: dict[str, float] = {}
         with self._lock:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = list(ids[start : start + _CHUNK])
-                marks = ", ".join("?" * len(chunk))
+            for chunk, marks in _chunks(ids):
                 out.update(
                     self._conn.execute(
                         f"SELECT id, created_at FROM memories WHERE id IN ({marks})", chunk
@@ -481,9 +480,7 @@ class KeywordIndex:
         """Index rows by id (for ids present)."""
         out: dict[str, IndexRow] = {}
         with self._lock:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = list(ids[start : start + _CHUNK])
-                marks = ", ".join("?" * len(chunk))
+            for chunk, marks in _chunks(ids):
                 for r in self._conn.execute(
                     "SELECT id, text, tags, metadata, content_hash, created_at, updated_at "
                     f"FROM memories WHERE id IN ({marks})",
