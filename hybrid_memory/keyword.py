@@ -22,7 +22,7 @@ from typing import Any
 
 from hybrid_memory.filters import Node, metadata_rows, to_sql
 
-SCHEMA_VERSION = "2"  # 2: the FTS text is NFKC-normalised, as queries are
+SCHEMA_VERSION = "3"  # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
@@ -157,9 +157,10 @@ class KeywordIndex:
                 CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
                 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
                 CREATE TABLE IF NOT EXISTS memory_tags (
-                    tag TEXT NOT NULL, rowid INTEGER NOT NULL, PRIMARY KEY (tag, rowid))
-                    WITHOUT ROWID;
+                    tag TEXT NOT NULL, rowid INTEGER NOT NULL, created_at REAL NOT NULL,
+                    PRIMARY KEY (tag, rowid)) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS memory_tags_row ON memory_tags(rowid);
+                CREATE INDEX IF NOT EXISTS memory_tags_recent ON memory_tags(tag, created_at);
                 CREATE TABLE IF NOT EXISTS memory_meta (
                     rowid INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
                     in_array INTEGER NOT NULL, value);
@@ -257,8 +258,12 @@ class KeywordIndex:
                     [(rowid, _fts_text(latest[i].text)) for i, rowid in live.items()],
                 )
                 c.executemany(
-                    "INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
-                    [(tag, rowid) for i, rowid in live.items() for tag in latest[i].tags],
+                    "INSERT OR IGNORE INTO memory_tags VALUES (?, ?, ?)",
+                    [
+                        (tag, rowid, latest[i].created_at)
+                        for i, rowid in live.items()
+                        for tag in latest[i].tags
+                    ],
                 )
                 c.executemany(
                     "INSERT INTO memory_meta VALUES (?, ?, ?, ?, ?)",
@@ -438,16 +443,37 @@ class KeywordIndex:
         where: Node | None = None,
         among: Sequence[str] | None = None,
     ) -> list[tuple[str, int, float]]:
-        """Memories carrying any of ``tags`` (and passing ``where``; restricted to
-        ``among`` ids when given): ``[(id, tags matched, created_at)]``, most matched
-        tags first, then newest first."""
+        """Memories carrying any of ``tags`` (and passing ``where``): ``[(id, tags
+        matched, created_at)]``, most matched tags first, then newest first.
+
+        With ``among``, only those ids are considered. Without it, each tag contributes
+        its ``limit`` newest carriers, read in index order: a common tag can sit on a
+        large share of the store, and counting all its carriers on every search would
+        grow with the store. (Carriers found by the other legs are asked for through
+        ``among``, so none of those is missed.)"""
         if not tags or (among is not None and not among):
             return []
         sql, params = to_sql(where)
         tag_marks = ", ".join("?" * len(tags))
         conditions = [f"t.tag IN ({tag_marks})"]
         args: list[Any] = list(tags)
-        if among is not None:
+        if among is None:
+            newest = (
+                "SELECT t.rowid FROM memory_tags t"
+                + (" JOIN memories m ON m.rowid = t.rowid" if sql else "")
+                + " WHERE t.tag = ?"
+                + (f" AND {sql}" if sql else "")
+                + " ORDER BY t.created_at DESC LIMIT ?"
+            )
+            with self._lock:
+                rowids = {
+                    r[0] for tag in tags for r in self._conn.execute(newest, [tag, *params, limit])
+                }
+            if not rowids:
+                return []
+            conditions.append(f"t.rowid IN ({', '.join('?' * len(rowids))})")
+            args.extend(rowids)
+        else:
             conditions.append(f"m.id IN ({', '.join('?' * len(among))})")
             args.extend(among)
         if sql:
