@@ -1062,6 +1062,10 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def _fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     line = "  ".join(
@@ -1150,11 +1154,11 @@ def render(report: dict[str, Any]) -> str:
             rrows = [
                 [
                     pair,
-                    _fmt(v.get("ingest_time"), 3),
-                    _fmt(v.get("add_one_p50"), 4),
-                    _fmt(v.get("search_p50"), 3),
-                    _fmt(v.get("search_p95"), 3),
-                    _fmt(v.get("peak_rss_growth"), 2),
+                    _fmt_ratio(v.get("ingest_time")),
+                    _fmt_ratio(v.get("add_one_p50")),
+                    _fmt_ratio(v.get("search_p50")),
+                    _fmt_ratio(v.get("search_p95")),
+                    _fmt_ratio(v.get("peak_rss_growth")),
                 ]
                 for pair, v in block["ratios"].items()
             ]
