@@ -421,10 +421,13 @@ class HybridMemory:
             )
 
     def _existing_records(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-        if not ids:
-            return {}
-        got = self._chroma("get", ids=list(ids), include=["metadatas"])
-        return {i: (m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True)}
+        # In pages: one get with 100,000 ids exceeds SQLite's limit on bound variables.
+        found: dict[str, Mapping[str, Any]] = {}
+        for start in range(0, len(ids), _PAGE):
+            page = list(ids[start : start + _PAGE])
+            got = self._chroma("get", ids=page, include=["metadatas"])
+            found.update((i, m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True))
+        return found
 
     def _prepare(self, item: str | Mapping[str, Any], prefix: str) -> _Prepared:
         """Validate one memory; error fields start with ``prefix`` (``items[3].``)."""

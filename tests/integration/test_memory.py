@@ -543,3 +543,15 @@ def test_closing_an_in_memory_store_leaves_nothing_behind(hash_embedding: HashEm
         second.add_many([f"plain {i}" for i in range(5)])
         hits = second.search("plain", alpha=1.0, filter={"tags": {"$contains": "alpha"}})
         assert hits == []
+
+
+def test_many_explicit_ids_in_one_call(hash_embedding: HashEmbedding) -> None:
+    # One Chroma get with every id exceeded SQLite's bound-variable limit ("too many SQL
+    # variables"); existence checks now go in pages.
+    with HybridMemory(embedding=hash_embedding) as store:
+        ids = [f"m{i}" for i in range(40_000)]
+        store.add_many([{"id": i, "text": f"note {i}"} for i in ids])
+        assert store.count() == 40_000
+        with pytest.raises(DuplicateIdError):
+            store.add_many([{"id": "m39999", "text": "again"}])
+        assert store.delete(ids) == 40_000 and store.count() == 0
