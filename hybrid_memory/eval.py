@@ -253,17 +253,23 @@ def _optional_time(obj: Mapping[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def _load_corpus(path: Path) -> list[Document]:
-    documents: list[Document] = []
+def _unique_records(path: Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(file:line, "_id", object) for each JSONL line; a repeated "_id" is an error."""
     lines: dict[str, int] = {}
     for number, obj in _jsonl(path):
         where = _where(path, number)
-        doc_id = _identifier(obj, where)
-        if doc_id in lines:
+        record_id = _identifier(obj, where)
+        if record_id in lines:
             raise InvalidInputError(
-                where, f'duplicate "_id" {doc_id!r} (first on line {lines[doc_id]})'
+                where, f'duplicate "_id" {record_id!r} (first on line {lines[record_id]})'
             )
-        lines[doc_id] = number
+        lines[record_id] = number
+        yield where, record_id, obj
+
+
+def _load_corpus(path: Path) -> list[Document]:
+    documents: list[Document] = []
+    for where, doc_id, obj in _unique_records(path):
         tags = obj.get("tags") or []
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InvalidInputError(where, f'"tags" must be a list of strings, got {tags!r}')
@@ -285,15 +291,7 @@ def _load_corpus(path: Path) -> list[Document]:
 
 def _load_queries(path: Path) -> list[Query]:
     queries: list[Query] = []
-    lines: dict[str, int] = {}
-    for number, obj in _jsonl(path):
-        where = _where(path, number)
-        query_id = _identifier(obj, where)
-        if query_id in lines:
-            raise InvalidInputError(
-                where, f'duplicate "_id" {query_id!r} (first on line {lines[query_id]})'
-            )
-        lines[query_id] = number
+    for where, query_id, obj in _unique_records(path):
         queries.append(
             Query(
                 id=query_id,
