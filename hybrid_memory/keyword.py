@@ -7,6 +7,12 @@ it against the collection on open. FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.7
 Robertson & Zaragoza 2009), stems with Porter by default, persists, and updates
 incrementally, so adding a memory costs a fraction of a millisecond instead of an
 index rebuild.
+
+Ranking itself runs over :class:`~hybrid_memory.postings.Postings`, numpy arrays built
+from FTS5's own tokens on the first search and kept in step with every write (and
+with other connections' writes, through ``PRAGMA data_version``): the same BM25
+scores without a ``bm25()`` call per matching row. Query words that FTS5 reads as
+phrases (several tokens, as with the trigram tokenizer) are ranked by FTS5 itself.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_memory.filters import Node, metadata_rows, to_sql
+import numpy as np
 
-SCHEMA_VERSION = "3"  # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times
+from hybrid_memory.filters import Node, metadata_rows, to_sql
+from hybrid_memory.postings import FloatArray, IntArray, Postings, best_first
+
+# 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
+# never reused (an updated memory gets a new one), so in-memory postings stay exact.
+SCHEMA_VERSION = "4"
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
+_WORD_CACHE = 50_000  # query words whose FTS5 terms are remembered
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
 # that carry the question. Memories keep them, so phrase-like evidence survives.
@@ -124,7 +136,13 @@ class KeywordIndex:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
         self._total: int | None = None  # cached unfiltered count; None after a write
+        # Ranking arrays (None: built by the next search). Tokenizers that turn a word
+        # into several tokens (trigram) make every query word a phrase: FTS5 ranks those.
+        self._postings: Postings | None = None
+        self._fast = not tokenizer.split()[0].lower().startswith("trigram")
+        self._word_terms: dict[str, tuple[str, ...]] = {}
         self.rebuilt_schema = self._ensure_schema()
+        self._data_version = self._version()
 
     # --- schema ---------------------------------------------------------------------
 
@@ -151,7 +169,8 @@ class KeywordIndex:
             c.executescript(
                 """
                 CREATE TABLE IF NOT EXISTS memories (
-                    rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, text TEXT NOT NULL,
+                    rowid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+                    text TEXT NOT NULL,
                     tags TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
                     created_at REAL NOT NULL, updated_at REAL NOT NULL);
                 CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
@@ -195,6 +214,21 @@ class KeywordIndex:
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms "
                 "USING fts5vocab('temp', 'query_words', 'instance')"
             )
+            # Every token of every indexed memory, in (term, row, offset) order: what
+            # the in-memory postings are built from.
+            c.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_terms "
+                "USING fts5vocab('main', 'memories_fts', 'instance')"
+            )
+            # A scratch copy with the same tokenizer, to read the tokens of new rows.
+            c.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_texts "
+                f"USING fts5(text, tokenize='{tokenize}')"
+            )
+            c.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_terms "
+                "USING fts5vocab('temp', 'new_texts', 'instance')"
+            )
             c.executemany(
                 "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
                 [("schema", SCHEMA_VERSION), ("tokenizer", self.tokenizer)],
@@ -215,7 +249,8 @@ class KeywordIndex:
     # --- writes -------------------------------------------------------------------------
 
     def upsert(self, rows: Sequence[IndexRow]) -> None:
-        """Insert or replace memories by id, in one transaction."""
+        """Insert or replace memories by id, in one transaction. A replaced memory gets
+        a new row id (row ids are never reused)."""
         if not rows:
             return
         with self._lock:
@@ -223,18 +258,18 @@ class KeywordIndex:
             c.execute("BEGIN IMMEDIATE")
             self._total = None
             try:
-                existing = self._rowids([r.id for r in rows])
-                if existing:
-                    self._delete_rowids(list(existing.values()), keep_memories=True)
-                next_rowid = (c.execute("SELECT MAX(rowid) FROM memories").fetchone()[0] or 0) + 1
+                self._catch_up()
+                replaced = list(self._rowids([r.id for r in rows]).values())
+                if replaced:
+                    self._delete_rowids(replaced, keep_memories=False)
+                next_rowid = self._next_rowid()
                 assigned: list[int] = []
+                seen: dict[str, int] = {}
                 for row in rows:
-                    if row.id in existing:
-                        assigned.append(existing[row.id])
-                    else:
-                        existing[row.id] = next_rowid  # a repeated id in one batch reuses it
-                        assigned.append(next_rowid)
+                    if row.id not in seen:  # a repeated id in one batch reuses its row
+                        seen[row.id] = next_rowid
                         next_rowid += 1
+                    assigned.append(seen[row.id])
                 c.executemany(
                     "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
@@ -273,8 +308,12 @@ class KeywordIndex:
                         for key, kind, in_array, value in metadata_rows(latest[i].metadata)
                     ],
                 )
+                if self._postings is not None:
+                    self._postings.remove(replaced)
+                    self._extend_postings([(rowid, latest[i].text) for i, rowid in live.items()])
                 c.execute("COMMIT")
             except BaseException:
+                self._postings = None  # rebuilt from the index by the next search
                 c.execute("ROLLBACK")
                 raise
 
@@ -285,10 +324,14 @@ class KeywordIndex:
             c.execute("BEGIN IMMEDIATE")
             self._total = None
             try:
+                self._catch_up()
                 rowids = list(self._rowids(list(ids)).values())
                 self._delete_rowids(rowids, keep_memories=False)
+                if self._postings is not None:
+                    self._postings.remove(rowids)
                 c.execute("COMMIT")
             except BaseException:
+                self._postings = None
                 c.execute("ROLLBACK")
                 raise
             return len(rowids)
@@ -298,6 +341,7 @@ class KeywordIndex:
             self._total = None
             for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
                 self._conn.execute(f"DELETE FROM {table}")
+            self._postings = None
 
     def _delete_rowids(self, rowids: list[int], *, keep_memories: bool) -> None:
         tables = ["memories_fts", "memory_tags", "memory_meta"]
@@ -305,6 +349,108 @@ class KeywordIndex:
             tables.append("memories")
         for table in tables:
             self._conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
+
+    def _next_rowid(self) -> int:
+        """One above every row id this table ever had (deleted ones included)."""
+        c = self._conn
+        used = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+        highest = c.execute("SELECT MAX(rowid) FROM memories").fetchone()[0]
+        return max(used[0] if used else 0, highest or 0) + 1
+
+    # --- the in-memory postings -------------------------------------------------------
+
+    def _version(self) -> int:
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _catch_up(self) -> None:
+        """Bring the postings in step with rows other connections wrote (another
+        process sharing this index file): new rows added, vanished rows removed."""
+        version = self._version()
+        if version == self._data_version:
+            return
+        self._data_version = version
+        self._total = None
+        postings = self._postings
+        if postings is None:
+            return
+        present = np.array(
+            [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
+        )
+        known = postings.live_rowids()
+        postings.remove(np.setdiff1d(known, present, assume_unique=True).tolist())
+        new = np.setdiff1d(present, known, assume_unique=True)
+        if len(new) and int(new.min()) <= postings.high:
+            self._postings = None  # rows renumbered behind our back: rebuild
+            return
+        if len(new):
+            self._extend_postings(
+                self._conn.execute(
+                    "SELECT rowid, text FROM memories WHERE rowid > ?", (postings.high,)
+                ).fetchall()
+            )
+
+    def _extend_postings(self, rows: Sequence[tuple[int, str]]) -> None:
+        """Add rows to the postings, tokenised by a scratch FTS5 table with the index's
+        own tokenizer."""
+        if self._postings is None or not rows:
+            return
+        c = self._conn
+        c.executemany(
+            "INSERT INTO temp.new_texts(rowid, text) VALUES (?, ?)",
+            [(rowid, _fts_text(text)) for rowid, text in rows],
+        )
+        try:
+            terms = self._grouped_terms("temp.new_terms")
+        finally:
+            c.execute("DELETE FROM temp.new_texts")
+        self._postings.extend(np.array([r for r, _ in rows], dtype=np.int64), terms)
+
+    def _grouped_terms(self, vocabulary: str) -> list[tuple[str, IntArray]]:
+        """``[(term, row id per occurrence)]`` from an fts5vocab 'instance' table."""
+        return [
+            (term, np.fromstring(docs, dtype=np.int64, sep=","))
+            for term, docs in self._conn.execute(
+                f"SELECT term, group_concat(doc) FROM {vocabulary} GROUP BY term"
+            )
+        ]
+
+    def _ready_postings(self) -> Postings:
+        """The postings, built from the FTS5 index when there are none yet (about a
+        second per 100,000 memories; once per open store)."""
+        self._catch_up()
+        if self._postings is None:
+            postings = Postings()
+            rowids = np.array(
+                [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
+            )
+            postings.extend(rowids, self._grouped_terms("temp.memory_terms"))
+            self._postings = postings
+        return self._postings
+
+    def _query_terms(self, words: Sequence[str]) -> list[tuple[str, ...]] | None:
+        """Each word's FTS5 terms (as the index's tokenizer makes them); None when some
+        word is several tokens (FTS5 reads it as a phrase, the postings cannot)."""
+        missing = [w for w in words if w not in self._word_terms]
+        if missing:
+            if len(self._word_terms) > _WORD_CACHE:
+                self._word_terms.clear()
+            c = self._conn
+            c.executemany(
+                "INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(missing)
+            )
+            try:
+                found = c.execute(
+                    "SELECT doc, term FROM temp.query_terms ORDER BY doc, offset"
+                ).fetchall()
+            finally:
+                c.execute("DELETE FROM temp.query_words")
+            terms: dict[int, list[str]] = {}
+            for doc, term in found:
+                terms.setdefault(doc, []).append(term)
+            for i, word in enumerate(missing):
+                self._word_terms[word] = tuple(terms.get(i, ()))
+        out = [self._word_terms[w] for w in words]
+        return None if any(len(t) > 1 for t in out) else out
 
     def _rowids(self, ids: list[str]) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -383,15 +529,71 @@ class KeywordIndex:
         max_df: float = 1.0,
     ) -> list[tuple[str, float]]:
         """The ``limit`` best BM25 matches for free text among memories passing ``where``:
-        ``[(id, bm25 score)]``, best first, scores positive.
+        ``[(id, bm25 score)]``, best first (equal scores oldest row first), scores
+        positive.
 
         Query words found in more than ``max_df`` of all memories are left out (unless
-        that would leave none): FTS5 scores every memory a query matches, so one common
-        word multiplies the cost, while its BM25 weight (idf) is small."""
+        that would leave none): they weigh little in BM25 and match the most rows."""
         words = query_words(text, drop_stopwords=drop_stopwords)
         if max_df < 1.0 and len(words) > 1:
             common = self._common_words(words, max_df)
             words = [w for w in words if w not in common] or words
+        if not words:
+            return []
+        with self._lock:
+            terms = self._query_terms(words) if self._fast else None
+            if terms is None:
+                return self._search_fts(words, limit, where)
+            postings = self._ready_postings()
+            rows, scores = postings.scores([t[0] for t in terms if t])
+            sql, params = to_sql(where)
+            if sql:
+                rows, scores = self._passing_best(rows, scores, limit, sql, params)
+            else:
+                rows, scores = best_first(rows, scores, limit)
+            ids = self._ids_of(rows.tolist())
+            return [(ids[r], float(v)) for r, v in zip(rows.tolist(), scores, strict=True)]
+
+    def _passing_best(
+        self, rows: IntArray, scores: FloatArray, limit: int, sql: str, params: list[Any]
+    ) -> tuple[IntArray, FloatArray]:
+        """The ``limit`` best of the scored rows that pass the filter: candidates are
+        checked best first in growing batches, so a broad filter costs one query and a
+        narrow one a few."""
+        order = np.lexsort((rows, -scores))
+        rows, scores = rows[order], scores[order]
+        kept: list[int] = []
+        start, step = 0, max(4 * limit, 256)
+        while start < len(rows) and len(kept) < limit:
+            batch = rows[start : start + step]
+            passing = self._passing_rowids(batch.tolist(), sql, params)
+            kept.extend(start + i for i, r in enumerate(batch.tolist()) if r in passing)
+            start += step
+            step *= 2
+        chosen = np.array(kept[:limit], dtype=np.int64)
+        return rows[chosen], scores[chosen]
+
+    def _passing_rowids(self, rowids: list[int], sql: str, params: list[Any]) -> set[int]:
+        query = (
+            "SELECT m.rowid FROM memories m WHERE m.rowid IN (SELECT value FROM json_each(?))"
+            f" AND {sql}"
+        )
+        return {r[0] for r in self._conn.execute(query, [json.dumps(rowids), *params])}
+
+    def _ids_of(self, rowids: list[int]) -> dict[int, str]:
+        if not rowids:
+            return {}
+        return dict(
+            self._conn.execute(
+                "SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
+                [json.dumps(rowids)],
+            ).fetchall()
+        )
+
+    def _search_fts(
+        self, words: Sequence[str], limit: int, where: Node | None
+    ) -> list[tuple[str, float]]:
+        """FTS5's own ranking: for query words it reads as phrases."""
         expression = match_expression(words)
         if expression is None:
             return []
@@ -400,12 +602,11 @@ class KeywordIndex:
             "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
             "JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ?"
             + (f" AND {sql}" if sql else "")
-            + " ORDER BY bm25(memories_fts) LIMIT ?"
+            + " ORDER BY bm25(memories_fts), m.rowid LIMIT ?"
         )
-        with self._lock:
-            return [
-                (r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])
-            ]
+        return [
+            (r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])
+        ]
 
     def _common_words(self, words: Sequence[str], max_df: float) -> set[str]:
         """The words whose indexed term (as the index's own tokenizer stems it) occurs in

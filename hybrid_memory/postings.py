@@ -1,0 +1,223 @@
+"""In-memory BM25 postings: the keyword leg's top k without calling SQL per match.
+
+SQLite FTS5 finds the memories a query matches quickly, but ranks them by calling its
+``bm25()`` function once per matching row: about 11,500 rows per question at 100,000
+memories, 14 ms. The same scores over numpy arrays (one gather, one weighted
+``bincount`` and one partial sort) cost well under a millisecond and do not loop over
+matches in Python.
+
+The arrays are derived state twice removed: built from the FTS5 index's own tokens
+(so stemming and folding are exactly the configured tokenizer's) and kept in step
+with it by :class:`~hybrid_memory.keyword.KeywordIndex`. Nothing here does I/O.
+
+Scores are Okapi BM25 exactly as FTS5 computes them (``fts5_aux.c``; Robertson &
+Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009):
+
+    idf(t)      = ln((N − df(t) + 0.5) / (df(t) + 0.5)),  1e-6 where that is ≤ 0
+    score(d, q) = Σ_{t ∈ q} idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · |d| / avgdl))
+
+with tf = tf(t, d), k1 = 1.2, b = 0.75, N the live memories, |d| a memory's token count and avgdl
+the mean over live memories. A term repeated in the query counts once per repeat,
+as in FTS5, where each quoted query word is a phrase of its own.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+K1 = 1.2
+B = 0.75
+MIN_IDF = 1e-6  # FTS5's floor for terms in half or more of the rows
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def bm25_idf(df: int, n: int) -> float:
+    """FTS5's idf: ``ln((n − df + 0.5) / (df + 0.5))``, floored at 1e-6."""
+    idf = float(np.log((n - df + 0.5) / (df + 0.5)))
+    return idf if idf > 0.0 else MIN_IDF
+
+
+def bm25_term_scores(
+    tf: npt.NDArray[np.floating], length: npt.NDArray[np.floating], avgdl: float, idf: float
+) -> FloatArray:
+    """One term's BM25 contribution for each (tf, document length) pair."""
+    tf = tf.astype(np.float64, copy=False)
+    norm = K1 * (1.0 - B + B * length.astype(np.float64, copy=False) / avgdl)
+    return idf * tf * (K1 + 1.0) / (tf + norm)
+
+
+def run_lengths(docs: IntArray) -> tuple[IntArray, IntArray]:
+    """``(distinct docs, occurrences)`` of a doc list with one entry per token
+    occurrence (FTS5's instance order: a document's entries are contiguous)."""
+    if len(docs) and np.any(docs[1:] < docs[:-1]):
+        docs = np.sort(docs, kind="stable")
+    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if len(docs) else docs
+    counts = np.diff(np.r_[starts, len(docs)])
+    return docs[starts], counts
+
+
+class Postings:
+    """Term → (row ids, term frequencies), document lengths and a live mask.
+
+    Row ids only grow: :meth:`extend` refuses an id not above every id seen, so a
+    removed row (kept as a tombstone until the next compaction) can never come back
+    to life with another row's postings. Not thread-safe: the owner serialises calls.
+    """
+
+    def __init__(self) -> None:
+        self._rowids: dict[str, array[int]] = {}
+        self._tfs: dict[str, array[float]] = {}
+        self._length = np.zeros(0, dtype=np.float32)
+        self._live = np.zeros(0, dtype=bool)
+        self._live_count = 0
+        self._live_tokens = 0.0
+        self._dead = 0  # removed rows whose postings are still in the arrays
+        self.high = 0  # the largest row id ever added
+
+    # --- writes -------------------------------------------------------------------
+
+    def extend(self, rows: IntArray, terms: Iterable[tuple[str, IntArray]]) -> None:
+        """Add the new ``rows`` given, per term, the row id of each occurrence of that
+        term (``[("flow", [3, 3, 7]), ...]``: row 3 has "flow" twice). Every row id
+        must be above :attr:`high`; a row without tokens is still a row (it counts in
+        N, as in FTS5)."""
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        if not len(rows):
+            return
+        if int(rows[0]) <= self.high:
+            raise ValueError(f"row ids must grow: got {int(rows[0])}, already have {self.high}")
+        top = int(rows[-1])
+        grouped: list[tuple[str, IntArray, IntArray]] = []
+        for term, docs in terms:
+            ids, counts = run_lengths(np.asarray(docs, dtype=np.int64))
+            if len(ids):
+                grouped.append((term, ids, counts))
+        self._grow(top + 1)
+        if grouped:
+            occurrences = np.concatenate([g[1] for g in grouped])
+            if int(occurrences.max()) > top:
+                raise ValueError("a term occurs in a row that is not among the new rows")
+            lengths = np.bincount(
+                occurrences, weights=np.concatenate([g[2] for g in grouped]), minlength=top + 1
+            )
+            new = np.zeros(top + 1, dtype=bool)
+            new[rows] = True
+            if lengths[~new].any():
+                raise ValueError("a term occurs in a row that is not among the new rows")
+            self._length[rows] = lengths[rows]
+            self._live_tokens += float(lengths[rows].sum())
+        self._live[rows] = True
+        self._live_count += len(rows)
+        self.high = top
+        for term, ids, counts in grouped:
+            found = self._rowids.get(term)
+            if found is None:
+                found = self._rowids[term] = array("q")
+                self._tfs[term] = array("f")
+            found.frombytes(ids.tobytes())
+            self._tfs[term].frombytes(counts.astype(np.float32).tobytes())
+
+    def remove(self, rowids: Iterable[int]) -> int:
+        """Tombstone rows; returns how many were live. Compacts the arrays once
+        tombstones outnumber a quarter of the live rows."""
+        rows = np.fromiter((r for r in rowids if 0 <= r < len(self._live)), dtype=np.int64)
+        rows = np.unique(rows)
+        rows = rows[self._live[rows]] if len(rows) else rows
+        if not len(rows):
+            return 0
+        self._live[rows] = False
+        self._live_count -= len(rows)
+        self._live_tokens -= float(self._length[rows].astype(np.float64).sum())
+        self._dead += len(rows)
+        if self._dead > max(1_000, self._live_count // 4):
+            self.compact()
+        return len(rows)
+
+    def compact(self) -> None:
+        """Drop the postings of removed rows."""
+        for term in list(self._rowids):
+            ids = np.frombuffer(self._rowids[term], dtype=np.int64)
+            keep = self._live[ids]
+            if keep.all():
+                continue
+            if not keep.any():
+                del self._rowids[term], self._tfs[term]
+                continue
+            tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+            self._rowids[term] = array("q", ids[keep].tobytes())
+            self._tfs[term] = array("f", tfs[keep].tobytes())
+        self._dead = 0
+
+    def _grow(self, size: int) -> None:
+        if size <= len(self._live):
+            return
+        capacity = max(size, 2 * len(self._live), 1024)
+        length = np.zeros(capacity, dtype=np.float32)
+        live = np.zeros(capacity, dtype=bool)
+        length[: len(self._length)] = self._length
+        live[: len(self._live)] = self._live
+        self._length, self._live = length, live
+
+    # --- reads --------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._live_count
+
+    def live_rowids(self) -> IntArray:
+        return np.flatnonzero(self._live).astype(np.int64)
+
+    def scores(self, terms: Sequence[str]) -> tuple[IntArray, FloatArray]:
+        """Every live row matching any of ``terms``, with its BM25 score:
+        ``(row ids ascending, scores)``."""
+        if not self._live_count or not terms:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        avgdl = self._live_tokens / self._live_count
+        parts_rows: list[IntArray] = []
+        parts_scores: list[FloatArray] = []
+        for term in terms:
+            found = self._rowids.get(term)
+            if found is None:
+                continue
+            rows = np.frombuffer(found, dtype=np.int64)
+            tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+            if self._dead:
+                keep = self._live[rows]
+                rows, tfs = rows[keep], tfs[keep]
+            if not len(rows):
+                continue
+            idf = bm25_idf(len(rows), self._live_count)
+            parts_rows.append(rows)
+            parts_scores.append(bm25_term_scores(tfs, self._length[rows], avgdl, idf))
+        if not parts_rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        rows = np.concatenate(parts_rows)
+        totals = np.bincount(rows, weights=np.concatenate(parts_scores)).astype(np.float64)
+        matched = np.flatnonzero(totals)
+        return matched.astype(np.int64), totals[matched]
+
+    def top(self, terms: Sequence[str], limit: int) -> tuple[IntArray, FloatArray]:
+        """The ``limit`` best rows for ``terms``: ``(row ids, scores)``, best first;
+        equal scores in row order."""
+        rows, scores = self.scores(terms)
+        return best_first(rows, scores, limit)
+
+
+def best_first(rows: IntArray, scores: FloatArray, limit: int) -> tuple[IntArray, FloatArray]:
+    """The ``limit`` highest scores, best first, ties by row id ascending."""
+    if limit <= 0 or not len(rows):
+        return rows[:0], scores[:0]
+    if len(rows) > limit:
+        cut = np.argpartition(-scores, limit - 1)[:limit]
+        # Rows tied with the cut's lowest score may sit outside it: take them all,
+        # so the tie order below decides, not argpartition's.
+        floor = scores[cut].min()
+        chosen = np.flatnonzero(scores >= floor)
+        rows, scores = rows[chosen], scores[chosen]
+    order = np.lexsort((rows, -scores))[:limit]
+    return rows[order], scores[order]

@@ -1,0 +1,289 @@
+"""The in-memory BM25 postings: hand-computed scores, and the same ranking as SQLite
+FTS5's own bm25() through every kind of write, filter and reopen."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybrid_memory.filters import parse_filter
+from hybrid_memory.keyword import IndexRow, KeywordIndex, query_words
+from hybrid_memory.postings import Postings, best_first, bm25_idf, run_lengths
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+WORDS = [
+    *("wing", "flow", "shock", "boundary", "layer", "heat", "transfer", "pressure"),
+    *("laminar", "turbulent", "jet", "nozzle", "panel", "flutter", "cylinder", "cone"),
+    *("plate", "supersonic", "hypersonic", "drag", "lift"),
+]
+
+
+def fts_ranking(index: KeywordIndex, text: str, limit: int, where: object = None) -> list:
+    """The reference: FTS5 ranking the same query with its bm25()."""
+    with index._lock:
+        return index._search_fts(query_words(text), limit, parse_filter(where))
+
+
+def assert_same(ours: list, reference: list) -> None:
+    """Same scores position by position, and the same ids wherever a score is not tied:
+    scores equal in exact arithmetic can differ in their last bits between numpy and
+    FTS5's C, which may order such ties differently."""
+    assert len(ours) == len(reference)
+    for (_, a), (_, b) in zip(ours, reference, strict=True):
+        assert a == pytest.approx(b, rel=1e-9)
+
+    def groups(hits: list) -> list[set[str]]:
+        out: list[set[str]] = []
+        last = None
+        for memory_id, score in hits:
+            if last is None or not math.isclose(score, last, rel_tol=1e-9):
+                out.append(set())
+            out[-1].add(memory_id)
+            last = score
+        return out
+
+    ours_groups, reference_groups = groups(ours), groups(reference)
+    # The last group may be cut by the limit at different members of a tie.
+    assert ours_groups[:-1] == reference_groups[:-1]
+
+
+def random_rows(rng: random.Random, count: int, start: int = 0) -> list[IndexRow]:
+    rows = []
+    for n in range(start, start + count):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(1, 30))]
+        user = f"u{n % 4}"
+        rows.append(IndexRow(f"m{n}", " ".join(words), (), {"user": user, "n": n}, f"h{n}", n))
+    return rows
+
+
+QUERIES = [
+    "shock wave boundary layer",
+    "heat transfer in laminar flow",
+    "wing flutter",
+    "drag",
+    "supersonic jet nozzle pressure panel cone",
+    "flows flowing flow",  # one stem three times: FTS5 counts each quoted word
+    "nothing matches this",
+]
+
+
+# --- the pure parts ------------------------------------------------------------------------
+
+
+def test_idf_is_fts5s_with_its_floor() -> None:
+    assert bm25_idf(1, 10) == pytest.approx(math.log(9.5 / 1.5))
+    assert bm25_idf(5, 10) == 1e-6  # ln(5.5 / 5.5) = 0 -> FTS5's floor
+    assert bm25_idf(9, 10) == 1e-6
+
+
+def test_scores_by_hand() -> None:
+    postings = Postings()
+    # row 1: "a a b" (3 tokens), row 2: "b c" (2 tokens), row 3: "c" (1 token)
+    postings.extend(
+        np.array([1, 2, 3]),
+        [("a", np.array([1, 1])), ("b", np.array([1, 2])), ("c", np.array([2, 3]))],
+    )
+    avgdl = 6 / 3
+
+    def part(tf: float, length: float, df: int) -> float:
+        idf = bm25_idf(df, 3)
+        return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / avgdl))
+
+    rows, scores = postings.scores(["a", "c"])
+    assert rows.tolist() == [1, 2, 3]
+    assert scores.tolist() == pytest.approx([part(2, 3, 1), part(1, 2, 2), part(1, 1, 2)])
+    rows, scores = postings.top(["a", "c"], 1)
+    assert rows.tolist() == [1]
+
+
+def test_run_lengths_counts_occurrences_in_any_order() -> None:
+    rows, counts = run_lengths(np.array([7, 3, 3, 7, 3]))
+    assert rows.tolist() == [3, 7]
+    assert counts.tolist() == [3, 2]
+
+
+def test_best_first_breaks_ties_by_row_even_at_the_cut() -> None:
+    rows = np.array([9, 4, 7, 1, 5])
+    scores = np.array([1.0, 2.0, 1.0, 1.0, 3.0])
+    got, got_scores = best_first(rows, scores, 3)
+    assert got.tolist() == [5, 4, 1]
+    assert got_scores.tolist() == [3.0, 2.0, 1.0]
+    assert best_first(rows, scores, 0)[0].tolist() == []
+
+
+def test_row_ids_must_grow_so_a_removed_row_never_comes_back() -> None:
+    postings = Postings()
+    postings.extend(np.array([1, 2]), [("a", np.array([1, 2]))])
+    postings.remove([2])
+    with pytest.raises(ValueError, match="must grow"):
+        postings.extend(np.array([2]), [("a", np.array([2]))])
+    with pytest.raises(ValueError, match="not among the new rows"):
+        postings.extend(np.array([5]), [("a", np.array([4, 5]))])
+    assert postings.scores(["a"])[0].tolist() == [1]
+
+
+def test_rows_without_tokens_count_in_n() -> None:
+    postings = Postings()
+    postings.extend(np.array([1, 2]), [("a", np.array([1]))])
+    assert len(postings) == 2
+    _, scores = postings.scores(["a"])
+    assert scores[0] == pytest.approx(bm25_idf(1, 2) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2)))
+
+
+def test_remove_and_compaction_keep_the_scores_of_the_rest() -> None:
+    rng = np.random.default_rng(3)
+    postings, fresh = Postings(), Postings()
+    occurrences = {w: rng.integers(1, 3001, size=400) for w in WORDS}
+    postings.extend(np.arange(1, 3001), list(occurrences.items()))
+    gone = set(rng.choice(np.arange(1, 3001), size=1500, replace=False).tolist())
+    postings.remove(sorted(gone)[:100])  # below the compaction threshold
+    postings.remove(sorted(gone)[100:])  # above it
+    kept = np.array(sorted(set(range(1, 3001)) - gone))
+    fresh.extend(kept, [(w, d[np.isin(d, kept)]) for w, d in occurrences.items()])
+    for query in (["wing"], ["flow", "drag", "lift"], WORDS):
+        a, b = postings.scores(query), fresh.scores(query)
+        assert a[0].tolist() == b[0].tolist()
+        assert a[1] == pytest.approx(b[1], rel=1e-12)
+
+
+# --- the same ranking as FTS5 --------------------------------------------------------------
+
+
+@pytest.fixture
+def index() -> KeywordIndex:
+    idx = KeywordIndex(None, TOKENIZER)
+    idx.upsert(random_rows(random.Random(1), 300))
+    return idx
+
+
+def test_same_ranking_and_scores_as_fts5(index: KeywordIndex) -> None:
+    for query in QUERIES:
+        for limit in (1, 10, 1000):
+            assert_same(index.search(query, limit), fts_ranking(index, query, limit))
+
+
+def test_same_ranking_after_updates_and_deletes(index: KeywordIndex) -> None:
+    rng = random.Random(2)
+    index.search("warm up the postings", 5)
+    for step in range(6):
+        index.upsert(random_rows(rng, 40, start=1000 + 40 * step))  # new
+        index.upsert(random_rows(rng, 20, start=rng.randrange(0, 250)))  # replaced texts
+        index.delete([f"m{rng.randrange(0, 1200)}" for _ in range(30)])
+        for query in QUERIES:
+            assert_same(index.search(query, 50), fts_ranking(index, query, 50))
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"user": "u1"},
+        {"n": {"$gte": 290}},  # passes 10 of 300: several rounds of candidates
+        {"n": {"$gt": 10_000}},  # passes nothing
+        {"$or": [{"user": "u2"}, {"n": {"$lt": 5}}]},
+    ],
+)
+def test_filtered_search_is_fts5s_filtered_ranking(index: KeywordIndex, where: dict) -> None:
+    for query in QUERIES:
+        for limit in (3, 100):
+            node = parse_filter(where)
+            assert_same(index.search(query, limit, node), fts_ranking(index, query, limit, where))
+
+
+def test_an_updated_memory_is_found_by_its_new_words_only(index: KeywordIndex) -> None:
+    index.search("wing", 5)
+    index.upsert([IndexRow("m7", "quasar telescope", (), {}, "x", 7.0)])
+    assert [i for i, _ in index.search("quasar", 5)] == ["m7"]
+    assert "m7" not in [i for i, _ in index.search(" ".join(WORDS), 1000)]
+
+
+def test_words_fts5_reads_as_phrases_are_ranked_by_fts5() -> None:
+    index = KeywordIndex(None, TOKENIZER)
+    index.upsert(
+        [
+            IndexRow("a", "snake_case names and snake case words", (), {}, "a", 1.0),
+            IndexRow("b", "case snake, reversed", (), {}, "b", 2.0),
+        ]
+    )
+    # "snake_case" is one word to the query parser and two tokens to FTS5: a phrase,
+    # which only "a" contains.
+    assert [i for i, _ in index.search("snake_case", 10)] == ["a"]
+    assert_same(index.search("snake_case", 10), fts_ranking(index, "snake_case", 10))
+
+
+def test_trigram_tokenizer_ranks_through_fts5() -> None:
+    index = KeywordIndex(None, "trigram")
+    index.upsert(
+        [
+            IndexRow("a", "aerodynamic heating", (), {}, "a", 1.0),
+            IndexRow("b", "dynamic range", (), {}, "b", 2.0),
+            IndexRow("c", "static loads", (), {}, "c", 3.0),
+            IndexRow("d", "wind tunnels", (), {}, "d", 4.0),
+            IndexRow("e", "heat shields", (), {}, "e", 5.0),
+            IndexRow("f", "rocket motors", (), {}, "f", 6.0),
+        ]
+    )
+    assert [i for i, _ in index.search("dynamic", 10)] == ["b", "a"]  # "b" is shorter
+    assert index._postings is None  # never built: every word is a phrase
+
+
+def test_another_connections_writes_are_seen(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite3")
+    writer, reader = KeywordIndex(path, TOKENIZER), KeywordIndex(path, TOKENIZER)
+    writer.upsert(random_rows(random.Random(4), 100))
+    assert_same(reader.search("shock wave", 20), fts_ranking(reader, "shock wave", 20))
+    # The reader's postings exist now; everything the writer does next must reach them.
+    writer.upsert([IndexRow("new", "quasar pulsar", (), {}, "n", 1.0)])
+    writer.upsert([IndexRow("m3", "pulsar only", (), {}, "p", 1.0)])
+    writer.delete(["m5", "m6"])
+    assert [i for i, _ in reader.search("pulsar", 10)] == ["new", "m3"]  # a tie: older row first
+    for query in QUERIES:
+        assert_same(reader.search(query, 200), fts_ranking(reader, query, 200))
+    # ...and the reader's own writes land after the writer's, not over them.
+    reader.upsert([IndexRow("mine", "pulsar pulsar pulsar", (), {}, "r", 1.0)])
+    writer.upsert([IndexRow("theirs", "pulsar quasar", (), {}, "t", 1.0)])
+    assert {i for i, _ in reader.search("pulsar", 10)} == {"m3", "new", "mine", "theirs"}
+    assert_same(reader.search("pulsar", 10), fts_ranking(reader, "pulsar", 10))
+    writer.close()
+    reader.close()
+
+
+def test_a_reopened_index_builds_the_same_postings(tmp_path: Path) -> None:
+    path = str(tmp_path / "index.sqlite3")
+    first = KeywordIndex(path, TOKENIZER)
+    first.upsert(random_rows(random.Random(5), 200))
+    first.delete(["m1", "m2"])
+    first.upsert(random_rows(random.Random(6), 10, start=50))
+    before = {q: first.search(q, 30) for q in QUERIES}
+    first.close()
+    again = KeywordIndex(path, TOKENIZER)
+    for query in QUERIES:
+        assert_same(again.search(query, 30), before[query])
+    # Row ids stay unique after reopening: a new memory never takes a deleted one's.
+    again.upsert([IndexRow("fresh", "wing", (), {}, "f", 1.0)])
+    assert_same(again.search("wing", 300), fts_ranking(again, "wing", 300))
+    again.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=0, max_size=12), max_size=25),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+    deleted=st.sets(st.integers(0, 24), max_size=10),
+)
+def test_any_corpus_ranks_like_fts5(
+    texts: list[list[str]], query: list[str], deleted: set[int]
+) -> None:
+    index = KeywordIndex(None, TOKENIZER)
+    index.upsert(
+        [IndexRow(f"d{i}", " ".join(t) or "!", (), {}, f"h{i}", i) for i, t in enumerate(texts)]
+    )
+    text = " ".join(query)
+    index.search(text, 5)
+    index.delete([f"d{i}" for i in deleted])
+    assert_same(index.search(text, 10), fts_ranking(index, text, 10))
