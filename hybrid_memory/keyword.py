@@ -36,6 +36,7 @@ from hybrid_memory.postings import FloatArray, IntArray, Postings, best_first
 SCHEMA_VERSION = "4"
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 _WORD_CACHE = 50_000  # query words whose FTS5 terms are remembered
+_MMAP_BYTES = 1 << 30
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
 # that carry the question. Memories keep them, so phrase-like evidence survives.
@@ -135,6 +136,9 @@ class KeywordIndex:
         if path:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            # Filters and id lookups jump around the tables: read them through the
+            # page cache of the OS instead of SQLite's 2 MB one.
+            self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
         self._total: int | None = None  # cached unfiltered count; None after a write
         # Ranking arrays (None: built by the next search). Tokenizers that turn a word
         # into several tokens (trigram) make every query word a phrase: FTS5 ranks those.
@@ -184,7 +188,7 @@ class KeywordIndex:
                     rowid INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
                     in_array INTEGER NOT NULL, value);
                 CREATE INDEX IF NOT EXISTS memory_meta_value
-                    ON memory_meta(key, kind, in_array, value);
+                    ON memory_meta(key, kind, in_array, value, rowid);
                 CREATE INDEX IF NOT EXISTS memory_meta_row ON memory_meta(rowid);
                 """
             )
@@ -519,18 +523,31 @@ class KeywordIndex:
         with self._lock:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT tag FROM memory_tags")]
 
+    def within(self, where: Node | None, cap: int) -> tuple[IntArray, list[str]] | None:
+        """The row ids and ids of the memories passing ``where``, when there are at most
+        ``cap`` of them (None otherwise): a narrow filter resolved once, for every leg."""
+        sql, params = to_sql(where)
+        query = "SELECT m.rowid, m.id FROM memories m" + (f" WHERE {sql}" if sql else "")
+        with self._lock:
+            rows = self._conn.execute(query + " LIMIT ?", [*params, cap + 1]).fetchall()
+        if len(rows) > cap:
+            return None
+        return np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows]
+
     def search(
         self,
         text: str,
         limit: int,
         where: Node | None = None,
         *,
+        within: IntArray | None = None,
         drop_stopwords: bool = True,
         max_df: float = 1.0,
     ) -> list[tuple[str, float]]:
         """The ``limit`` best BM25 matches for free text among memories passing ``where``:
         ``[(id, bm25 score)]``, best first (equal scores oldest row first), scores
-        positive.
+        positive. ``within``: the row ids passing ``where``, when already known
+        (:meth:`within`).
 
         Query words found in more than ``max_df`` of all memories are left out (unless
         that would leave none): they weigh little in BM25 and match the most rows."""
@@ -547,7 +564,10 @@ class KeywordIndex:
             postings = self._ready_postings()
             rows, scores = postings.scores([t[0] for t in terms if t])
             sql, params = to_sql(where)
-            if sql:
+            if within is not None:
+                keep = np.isin(rows, within)
+                rows, scores = best_first(rows[keep], scores[keep], limit)
+            elif sql:
                 rows, scores = self._passing_best(rows, scores, limit, sql, params)
             else:
                 rows, scores = best_first(rows, scores, limit)

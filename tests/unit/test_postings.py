@@ -192,7 +192,24 @@ def test_filtered_search_is_fts5s_filtered_ranking(index: KeywordIndex, where: d
     for query in QUERIES:
         for limit in (3, 100):
             node = parse_filter(where)
-            assert_same(index.search(query, limit, node), fts_ranking(index, query, limit, where))
+            reference = fts_ranking(index, query, limit, where)
+            assert_same(index.search(query, limit, node), reference)
+            resolved = index.within(node, 1000)
+            assert resolved is not None
+            assert_same(index.search(query, limit, node, within=resolved[0]), reference)
+
+
+def test_within_resolves_narrow_filters_only(index: KeywordIndex) -> None:
+    node = parse_filter({"user": "u1"})
+    resolved = index.within(node, 75)
+    assert resolved is not None
+    rowids, ids = resolved
+    assert len(rowids) == len(ids) == 75
+    assert set(ids) == {f"m{n}" for n in range(1, 300, 4)}
+    assert index.within(node, 74) is None
+    nothing = index.within(parse_filter({"n": {"$gt": 10_000}}), 0)
+    assert nothing is not None
+    assert nothing[0].tolist() == nothing[1] == []
 
 
 def test_an_updated_memory_is_found_by_its_new_words_only(index: KeywordIndex) -> None:
