@@ -287,3 +287,16 @@ def document_matrix(embedder: Embedder, texts: list[str]) -> Matrix:
     if isinstance(embedder, _BatchingEmbedder):
         return embedder.embed_matrix(texts)
     return _check(embedder.embed_documents(texts), len(texts), f"embedding {embedder.name!r}")
+
+
+def nearest_by_cosine(vectors: Matrix, query: Vector, limit: int) -> list[tuple[int, float]]:
+    """Exact nearest neighbours: ``[(row, cosine similarity)]`` of the ``limit`` rows
+    of ``vectors`` most similar to ``query``, best first (ties by row)."""
+    if limit <= 0 or not len(vectors):
+        return []
+    matrix = np.asarray(vectors, dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+    similarity = np.divide(matrix @ q, norms, out=np.zeros(len(matrix)), where=norms > 0)
+    order = np.lexsort((np.arange(len(matrix)), -similarity))[:limit]
+    return [(int(i), float(similarity[i])) for i in order]

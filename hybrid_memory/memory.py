@@ -45,6 +45,7 @@ from hybrid_memory.embeddings import (
     QueryCache,
     Vector,
     document_matrix,
+    nearest_by_cosine,
     resolve_embedding,
 )
 from hybrid_memory.errors import (
@@ -81,6 +82,14 @@ EMBEDDING_META = "hm:embedding"
 DIMENSION_META = "hm:dimension"
 
 _PAGE = 5000  # records per Chroma read while syncing
+# A filter passing at most this many memories is resolved in the keyword index once,
+# and the vector leg searches just those ids: Chroma's `where` scans its metadata on
+# every query (55 ms at 100,000 memories for one user's 2,000), its `ids=` costs
+# 12-20 ms for 2,000-20,000 ids, and below a few hundred ids its filtered graph search
+# degrades (70 ms for 100 ids) while reading those vectors and comparing them all
+# costs 5 ms.
+_NARROW_FILTER = 20_000
+_EXACT_SEARCH = 256
 _SEARCH_ONLY_FIELDS = frozenset(
     {
         "k",
@@ -702,13 +711,20 @@ class HybridMemory:
         now_ts = now_timestamp() if now is None else to_timestamp(now, field="now")
         node = parse_filter(filter)
         self._maybe_sync()
+        scope = None if node is None else self._index.within(node, _NARROW_FILTER)
+        scope_ids = None if scope is None else scope[1]
 
         depth = max(s.candidates, k) + (1 if exclude else 0)
         vector_leg: Future[tuple[dict[str, float], Vector | None, str | None]] = self._pool.submit(
-            self._vector_leg, text, vector, depth, node
+            self._vector_leg, text, vector, depth, node, scope_ids
         )
         keyword_hits = self._index.search(
-            text, depth, node, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
+            text,
+            depth,
+            node,
+            within=None if scope is None else scope[0],
+            drop_stopwords=s.drop_stopwords,
+            max_df=s.keyword_max_df,
         )
         vector_hits, query_vector, fallback_reason = vector_leg.result()
         keyword_ids = [i for i, _ in keyword_hits if i != exclude]
@@ -716,7 +732,7 @@ class HybridMemory:
         if alpha is None:
             alpha = s.alpha
         if alpha is None:
-            size = self._index.count(node)
+            size = self._index.count(node) if scope is None else len(scope[0])
             alpha = adaptive_alpha(size, s.alpha_thresholds, s.alpha_values)
         weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(matched_tags))
         if fallback_reason is not None:
@@ -738,7 +754,7 @@ class HybridMemory:
             got = self._chroma("get", ids=top, include=["embeddings"])
             feedback = [[float(x) for x in v] for v in got["embeddings"]]
             refined = rocchio(query_vector, feedback, s.feedback_weight)
-            vector_hits = self._vector_leg(text, refined, depth, node)[0]
+            vector_hits = self._vector_leg(text, refined, depth, node, scope_ids)[0]
             rankings, tag_counts = fuse(vector_hits)
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
@@ -775,16 +791,24 @@ class HybridMemory:
         )
 
     def _vector_leg(
-        self, text: str, vector: Vector | None, depth: int, node: Node | None
+        self,
+        text: str,
+        vector: Vector | None,
+        depth: int,
+        node: Node | None,
+        ids: list[str] | None = None,
     ) -> tuple[dict[str, float], Vector | None, str | None]:
         """Chroma's nearest neighbours, as ({id: cosine similarity} in rank order, the
-        query vector, None), or ({}, None, reason) when the query cannot be embedded."""
+        query vector, None), or ({}, None, reason) when the query cannot be embedded.
+        ``ids``: the memories passing ``node``, when the index resolved it."""
         if vector is None:
             try:
                 vector = self._queries.embed(text)
             except EmbeddingError as exc:
                 reason = f"query embedding failed, answered from keyword and tag legs: {exc}"
                 return {}, None, reason
+        if ids is not None:
+            return self._vector_leg_among(vector, depth, ids), vector, None
         got = self._chroma(
             "query",
             query_embeddings=[vector],
@@ -802,6 +826,27 @@ class HybridMemory:
             passing = self._index.passing(list(hits), node)
             hits = {i: s for i, s in hits.items() if i in passing}
         return hits, vector, None
+
+    def _vector_leg_among(self, vector: Vector, depth: int, ids: list[str]) -> dict[str, float]:
+        """Nearest neighbours among ``ids`` only: compared one by one when they are few,
+        else Chroma's graph search restricted to them."""
+        if not ids:
+            return {}
+        if len(ids) <= _EXACT_SEARCH:
+            got = self._chroma("get", ids=ids, include=["embeddings"])
+            found = got["ids"]
+            if not found:
+                return {}
+            nearest = nearest_by_cosine(got["embeddings"], vector, depth)
+            return {found[row]: similarity for row, similarity in nearest}
+        got = self._chroma(
+            "query",
+            query_embeddings=[vector],
+            n_results=min(depth, len(ids)),
+            ids=ids,
+            include=["distances"],
+        )
+        return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
 
     def _tag_leg(
         self,

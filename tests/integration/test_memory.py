@@ -555,3 +555,72 @@ def test_many_explicit_ids_in_one_call(hash_embedding: HashEmbedding) -> None:
         with pytest.raises(DuplicateIdError):
             store.add_many([{"id": "m39999", "text": "again"}])
         assert store.delete(ids) == 40_000 and store.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("narrow_filter", "exact_search"),
+    [
+        (0, 0),  # Chroma's `where`
+        (10_000, 0),  # Chroma's search among the ids the index resolved
+        (10_000, 10_000),  # every resolved id compared with the query
+    ],
+    ids=["where", "ids", "exact"],
+)
+def test_the_vector_leg_finds_the_same_neighbours_whichever_way_it_filters(
+    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch, narrow_filter: int, exact_search: int
+) -> None:
+    import hybrid_memory.memory as memory_module
+
+    words = [
+        "wing",
+        "flow",
+        "shock",
+        "layer",
+        "heat",
+        "jet",
+        "nozzle",
+        "panel",
+        "cone",
+        "plate",
+        "drag",
+        "lift",
+    ]
+    memory.add_many(
+        [
+            {
+                "text": " ".join(words[(i * 7 + j) % len(words)] for j in range(i % 5 + 2))
+                + f" item{i}",
+                "tags": ["even"] if i % 2 == 0 else [],
+                "metadata": {"user": f"u{i % 3}", "n": i},
+            }
+            for i in range(300)
+        ],
+    )
+    reference = {}
+    for where in ({"user": "u1"}, {"n": {"$lt": 7}}, {"tags": {"$contains": "even"}}):
+        hits = memory.search("shock layer heat", alpha=1.0, k=10, filter=where)
+        reference[str(where)] = [(h.id, h.scores["vector"]) for h in hits]
+    monkeypatch.setattr(memory_module, "_NARROW_FILTER", narrow_filter)
+    monkeypatch.setattr(memory_module, "_EXACT_SEARCH", exact_search)
+    for where in ({"user": "u1"}, {"n": {"$lt": 7}}, {"tags": {"$contains": "even"}}):
+        hits = memory.search("shock layer heat", alpha=1.0, k=10, filter=where)
+        assert len(hits) == 10 if "n" not in where else len(hits) == 7
+        expected = reference[str(where)]
+        # Chroma's distances are float32, the exact comparison float64: the same scores
+        # to 1e-5, and the same memories at each score (equal texts tie).
+        assert [h.scores["vector"] for h in hits] == pytest.approx(
+            [v for _, v in expected], abs=1e-5
+        )
+
+        def by_score(pairs: list[tuple[str, float]]) -> dict[float, set[str]]:
+            groups: dict[float, set[str]] = {}
+            for memory_id, score in pairs:
+                groups.setdefault(round(score, 4), set()).add(memory_id)
+            return groups
+
+        got, want = by_score([(h.id, h.scores["vector"]) for h in hits]), by_score(expected)
+        lowest = min(want)  # the cut at k may split the lowest tie differently
+        assert {s: g for s, g in got.items() if s != lowest} == {
+            s: g for s, g in want.items() if s != lowest
+        }
+        assert all(memory.count({"$and": [where, {"n": h.metadata["n"]}]}) for h in hits)
