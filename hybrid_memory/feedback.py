@@ -9,8 +9,9 @@ on both shared collections: Cranfield nDCG@10 0.398 → 0.411, LoCoMo 0.543 → 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+import numpy as np
 
 
 def rocchio(
@@ -22,9 +23,9 @@ def rocchio(
     """
     if weight < 0:
         raise ValueError(f"weight must be non-negative, got {weight}")
-    if not feedback or weight == 0:
+    if len(feedback) == 0 or weight == 0:
         return list(query)
-    n = len(feedback)
-    refined = [q + weight * sum(vector[i] for vector in feedback) / n for i, q in enumerate(query)]
-    norm = math.sqrt(sum(x * x for x in refined))
-    return refined if norm == 0 else [x / norm for x in refined]
+    vectors = np.asarray(feedback, dtype=np.float64)
+    refined = np.asarray(query, dtype=np.float64) + weight * vectors.mean(axis=0)
+    norm = float(np.linalg.norm(refined))
+    return [float(x) for x in (refined if norm == 0 else refined / norm)]

@@ -752,8 +752,7 @@ class HybridMemory:
         top = order_by_score(fused)[: s.feedback_docs]
         if query_vector is not None and top and s.feedback_weight and weights[VECTOR]:
             got = self._chroma("get", ids=top, include=["embeddings"])
-            feedback = [[float(x) for x in v] for v in got["embeddings"]]
-            refined = rocchio(query_vector, feedback, s.feedback_weight)
+            refined = rocchio(query_vector, got["embeddings"], s.feedback_weight)
             vector_hits = self._vector_leg(text, refined, depth, node, scope_ids)[0]
             rankings, tag_counts = fuse(vector_hits)
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
