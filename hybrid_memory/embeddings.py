@@ -266,12 +266,18 @@ class QueryCache:
         self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._lock = threading.Lock()
 
-    def embed(self, text: str) -> Vector:
+    def cached(self, text: str) -> Vector | None:
+        """The vector of a query embedded before, if the cache still has it."""
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
                 self._cache.move_to_end(text)
-                return hit
+            return hit
+
+    def embed(self, text: str) -> Vector:
+        hit = self.cached(text)
+        if hit is not None:
+            return hit
         vector = self.embedder.embed_query(text)
         if self.size:
             with self._lock:

@@ -715,9 +715,13 @@ class HybridMemory:
         scope_ids = None if scope is None else scope[1]
 
         depth = max(s.candidates, k) + (1 if exclude else 0)
-        vector_leg: Future[tuple[dict[str, float], Vector | None, str | None]] = self._pool.submit(
-            self._vector_leg, text, vector, depth, node, scope_ids
-        )
+        # The query embedding (a model call that releases the GIL) runs beside the
+        # keyword leg; Chroma's query holds the GIL, so it runs here, after it.
+        embedding: Future[Vector] | None = None
+        if vector is None:
+            vector = self._queries.cached(text)
+            if vector is None:
+                embedding = self._pool.submit(self._queries.embed, text)
         keyword_hits = self._index.search(
             text,
             depth,
@@ -726,7 +730,16 @@ class HybridMemory:
             drop_stopwords=s.drop_stopwords,
             max_df=s.keyword_max_df,
         )
-        vector_hits, query_vector, fallback_reason = vector_leg.result()
+        fallback_reason = None
+        if embedding is not None:
+            try:
+                vector = embedding.result()
+            except EmbeddingError as exc:
+                fallback_reason = (
+                    f"query embedding failed, answered from keyword and tag legs: {exc}"
+                )
+        query_vector = vector
+        vector_hits = {} if vector is None else self._vector_leg(vector, depth, node, scope_ids)
         keyword_ids = [i for i, _ in keyword_hits if i != exclude]
 
         if alpha is None:
@@ -753,7 +766,7 @@ class HybridMemory:
         if query_vector is not None and top and s.feedback_weight and weights[VECTOR]:
             got = self._chroma("get", ids=top, include=["embeddings"])
             refined = rocchio(query_vector, got["embeddings"], s.feedback_weight)
-            vector_hits = self._vector_leg(text, refined, depth, node, scope_ids)[0]
+            vector_hits = self._vector_leg(refined, depth, node, scope_ids)
             rankings, tag_counts = fuse(vector_hits)
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
@@ -790,24 +803,12 @@ class HybridMemory:
         )
 
     def _vector_leg(
-        self,
-        text: str,
-        vector: Vector | None,
-        depth: int,
-        node: Node | None,
-        ids: list[str] | None = None,
-    ) -> tuple[dict[str, float], Vector | None, str | None]:
-        """Chroma's nearest neighbours, as ({id: cosine similarity} in rank order, the
-        query vector, None), or ({}, None, reason) when the query cannot be embedded.
-        ``ids``: the memories passing ``node``, when the index resolved it."""
-        if vector is None:
-            try:
-                vector = self._queries.embed(text)
-            except EmbeddingError as exc:
-                reason = f"query embedding failed, answered from keyword and tag legs: {exc}"
-                return {}, None, reason
+        self, vector: Vector, depth: int, node: Node | None, ids: list[str] | None = None
+    ) -> dict[str, float]:
+        """Chroma's nearest neighbours passing ``node``: ``{id: cosine similarity}`` in
+        rank order. ``ids``: the memories passing ``node``, when the index resolved it."""
         if ids is not None:
-            return self._vector_leg_among(vector, depth, ids), vector, None
+            return self._vector_leg_among(vector, depth, ids)
         got = self._chroma(
             "query",
             query_embeddings=[vector],
@@ -824,7 +825,7 @@ class HybridMemory:
             # unaffected): check such filters against the keyword index's copy.
             passing = self._index.passing(list(hits), node)
             hits = {i: s for i, s in hits.items() if i in passing}
-        return hits, vector, None
+        return hits
 
     def _vector_leg_among(self, vector: Vector, depth: int, ids: list[str]) -> dict[str, float]:
         """Nearest neighbours among ``ids`` only: compared one by one when they are few,
