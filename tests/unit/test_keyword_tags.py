@@ -1,0 +1,144 @@
+"""The keyword index's tag queries, against a straightforward reference.
+
+The reference reads every tag row and every memory passing the filter in plain SQL and
+ranks in Python, exactly as :meth:`KeywordIndex.tag_matches` documents it: for
+``among``, every listed memory carrying a tag; otherwise each tag's ``limit`` newest
+carriers (ties: the later index row first, as SQLite reads the (tag, created_at) index
+backwards); then most matched tags first, newest first, lower index row first.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hybrid_memory.filters import Node, parse_filter, to_sql
+from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+TAGS = ["alice", "bob", "ui", "new york", "health", "work", "東京", "rare"]
+FILTERS: list[dict[str, Any] | None] = [
+    None,
+    {"user": "u1"},
+    {"user": {"$in": ["u0", "u2"]}},
+    {"score": {"$gt": 0.5}},
+    {"$or": [{"user": "u3"}, {"flag": True}]},
+    {"tags": {"$contains": "bob"}},
+    {"tags": {"$not_contains": "ui"}},
+    {"langs": {"$contains": "en"}},
+    {"user": {"$ne": "u1"}},
+    {"created_at": {"$gte": 40.0}},
+    {"$and": [{"updated_at": {"$lt": 150.0}}, {"score": {"$lte": 0.7}}]},
+]
+
+
+def _rows(count: int, seed: int) -> list[IndexRow]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        metadata: dict[str, Any] = {"user": f"u{rng.randrange(4)}", "score": rng.random()}
+        if rng.random() < 0.3:
+            metadata["flag"] = rng.random() < 0.5
+        if rng.random() < 0.3:
+            metadata["langs"] = rng.sample(["en", "de", "fr"], rng.randint(1, 2))
+        tags = tuple(rng.sample(TAGS[:-1], rng.choice([0, 1, 1, 2, 3, 4])))
+        if i % 97 == 0:
+            tags += ("rare",)
+        created = float(rng.randrange(80))  # few distinct times: plenty of ties
+        rows.append(IndexRow(f"m{i:04d}", f"memory {i}", tags, metadata, "", created, created * 2))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def filled() -> Iterator[KeywordIndex]:
+    index = KeywordIndex(None, TOKENIZER)
+    index.upsert(_rows(1500, seed=11))
+    yield index
+    index.close()
+
+
+def _reference(
+    index: KeywordIndex,
+    tags: list[str],
+    limit: int,
+    where: Node | None,
+    among: list[str] | None,
+) -> list[TagMatch]:
+    conn = index._conn
+    sql, params = to_sql(where)
+    passing = {
+        r[0]
+        for r in conn.execute(
+            "SELECT m.id FROM memories m" + (f" WHERE {sql}" if sql else ""), params
+        )
+    }
+    memory = {
+        r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, rowid, created_at FROM memories")
+    }
+    by_row = {row: memory_id for memory_id, (row, _) in memory.items()}
+    carried: dict[str, set[str]] = {}
+    for tag, row in conn.execute("SELECT tag, rowid FROM memory_tags"):
+        carried.setdefault(by_row[row], set()).add(tag)
+    wanted = set(tags)
+    carriers = [i for i in memory if i in passing and carried.get(i, set()) & wanted]
+    if among is not None:
+        chosen = set(among) & set(carriers)
+    else:
+        chosen = set()
+        for tag in tags:
+            with_tag = [i for i in carriers if tag in carried[i]]
+            with_tag.sort(key=lambda i: (memory[i][1], memory[i][0]), reverse=True)
+            chosen.update(with_tag[:limit])
+    found = [TagMatch(i, len(carried[i] & wanted), memory[i][1], memory[i][0]) for i in chosen]
+    found.sort(key=lambda m: (-m.matched, -m.created_at, m.row))
+    return found[:limit]
+
+
+@pytest.mark.parametrize("where", FILTERS)
+def test_newest_carriers_match_the_reference(filled: KeywordIndex, where: Any) -> None:
+    node = parse_filter(where)
+    rng = random.Random(str(where))
+    for _ in range(12):
+        tags = rng.sample(TAGS, rng.randint(1, 4))
+        limit = rng.choice([1, 5, 20, 100, 2000])
+        expected = _reference(filled, tags, limit, node, None)
+        assert filled.tag_carriers(tags, limit, node) == expected
+        assert filled.tag_matches(tags, limit, node) == [m[:3] for m in expected]
+
+
+@pytest.mark.parametrize("where", FILTERS)
+def test_carriers_among_ids_match_the_reference(filled: KeywordIndex, where: Any) -> None:
+    node = parse_filter(where)
+    rng = random.Random(repr(where))
+    everyone = [f"m{i:04d}" for i in range(1500)]
+    for size in (1, 7, 60, 499, 500, 501, 1200):  # around and beyond one statement's chunk
+        tags = rng.sample(TAGS, rng.randint(1, 4))
+        among = [*rng.sample(everyone, size), "not-indexed"]
+        expected = _reference(filled, tags, len(among), node, among)
+        assert filled.tag_carriers(tags, len(among), node, among=among) == expected
+        assert filled.tag_matches(tags, 3, node, among=among) == [m[:3] for m in expected[:3]]
+
+
+def test_repeated_ids_among_count_once(filled: KeywordIndex) -> None:
+    once = filled.tag_carriers(["alice", "bob"], 10, among=["m0001", "m0002", "m0003"])
+    twice = filled.tag_carriers(
+        ["alice", "bob"], 10, among=["m0001", "m0002", "m0003", "m0002", "m0001"]
+    )
+    assert twice == once
+
+
+def test_ties_go_to_the_lower_index_row() -> None:
+    index = KeywordIndex(None, TOKENIZER)
+    index.upsert([IndexRow(f"t{i}", "same time", ("a",), {}, "", 5.0, 5.0) for i in range(6)])
+    # The newest cut reads the (tag, created_at) index backwards: the later rows are cut
+    # in; the ranking then lists ties lower row first.
+    assert [m.id for m in index.tag_carriers(["a"], 3)] == ["t3", "t4", "t5"]
+    assert [m.id for m in index.tag_carriers(["a"], 6, among=["t5", "t0", "t2"])] == [
+        "t0",
+        "t2",
+        "t5",
+    ]
+    index.close()
