@@ -69,7 +69,7 @@ from hybrid_memory.filters import (
     to_chroma,
 )
 from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
-from hybrid_memory.keyword import IndexRow, KeywordIndex
+from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch, tag_order
 from hybrid_memory.recency import age_in_days, decay_factor
 from hybrid_memory.settings import HybridMemorySettings, load_settings
 from hybrid_memory.tags import TagCache, normalise_tags
@@ -122,6 +122,57 @@ class _Prepared:
     metadata: dict[str, Any]
     created_at: float | None
     content_hash: str
+
+
+class _TagLeg:
+    """The tag leg of one search: memories carrying the matched tags, ranked by how many
+    they carry, then by their best rank in the other legs, then newest first.
+
+    A search ranks twice (again after the feedback pass moves the vector hits), so the
+    SQL work is kept between the two: the newest carriers of each tag do not depend on
+    the other legs and are read once, and carriers among the other legs' hits are read
+    once per id, the second ranking asking only for the ids new to it.
+    """
+
+    def __init__(
+        self,
+        index: KeywordIndex,
+        tags: tuple[str, ...],
+        depth: int,
+        node: Node | None,
+        exclude: str | None,
+    ) -> None:
+        self._index = index
+        self._tags = tags
+        self._depth = depth
+        self._node = node
+        self._exclude = exclude
+        self._newest: list[TagMatch] | None = None
+        self._asked: set[str] = set()
+        self._carriers: dict[str, TagMatch] = {}  # of the ids asked, those carrying a tag
+
+    def rank(self, evidence: Mapping[str, int]) -> dict[str, int]:
+        """``{id: matched count}`` in rank order, given each id's best rank in the other
+        legs (``evidence``)."""
+        if not self._tags:
+            return {}
+        if self._newest is None:
+            self._newest = self._index.tag_carriers(self._tags, self._depth, self._node)
+        new = [i for i in evidence if i not in self._asked]
+        if new:
+            found = self._index.tag_carriers(self._tags, len(new), self._node, among=new)
+            self._carriers.update((m.id, m) for m in found)
+            self._asked.update(new)
+        among = sorted((self._carriers[i] for i in evidence if i in self._carriers), key=tag_order)
+        best: dict[str, TagMatch] = {}
+        for match in (*self._newest, *among):
+            if match.id != self._exclude:
+                best[match.id] = match
+        ordered = sorted(
+            best.values(),
+            key=lambda m: (-m.matched, evidence.get(m.id, math.inf), -m.created_at),
+        )
+        return {m.id: m.matched for m in ordered[: self._depth]}
 
 
 class HybridMemory:
@@ -751,13 +802,15 @@ class HybridMemory:
         if fallback_reason is not None:
             weights[VECTOR] = 0.0
 
+        tag_leg = _TagLeg(self._index, matched_tags, depth, node, exclude)
+
         def fuse(hits: Mapping[str, float]) -> tuple[dict[str, list[str]], dict[str, int]]:
             vector_ids = [i for i in hits if i != exclude]
             evidence: dict[str, int] = {}
             for ranking in (vector_ids, keyword_ids):
                 for rank, memory_id in enumerate(ranking, start=1):
                     evidence[memory_id] = min(evidence.get(memory_id, rank), rank)
-            counts = self._tag_leg(matched_tags, depth, node, evidence, exclude)
+            counts = tag_leg.rank(evidence)
             return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
 
         rankings, tag_counts = fuse(vector_hits)
@@ -847,31 +900,6 @@ class HybridMemory:
             include=["distances"],
         )
         return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
-
-    def _tag_leg(
-        self,
-        matched_tags: tuple[str, ...],
-        depth: int,
-        node: Node | None,
-        evidence: Mapping[str, int],
-        exclude: str | None,
-    ) -> dict[str, int]:
-        """Memories carrying matched tags, ranked by how many they carry, then by their
-        best rank in the other legs, then newest first: ``{id: matched count}`` in order."""
-        if not matched_tags:
-            return {}
-        rows = self._index.tag_matches(matched_tags, depth, node)
-        if evidence:
-            rows += self._index.tag_matches(matched_tags, len(evidence), node, among=list(evidence))
-        best: dict[str, tuple[int, float]] = {}
-        for memory_id, count, created in rows:
-            if memory_id != exclude:
-                best[memory_id] = (count, created)
-        ordered = sorted(
-            best,
-            key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1]),
-        )
-        return {i: best[i][0] for i in ordered[:depth]}
 
     def _hydrate(self, ordered: list[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` as memories, read from the collection (the
