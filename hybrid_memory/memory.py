@@ -283,17 +283,21 @@ class HybridMemory:
         with self._write_lock:
             index = self._index
             collection_id = str(self._collection.id)
+            changed = False
             if index.get_state("collection_id") != collection_id:
                 index.clear()
                 index.set_state("collection_id", collection_id)
+                changed = True
             watermark = None if full else index.watermark()
             where = None if watermark is None else {UPDATED_KEY: {"$gt": watermark}}
             for page in self._pages(where=where):
                 index.upsert(page)
+                changed = True
             if full or reconcile or index.count() != self._collection.count():
-                self._reconcile()
+                changed = self._reconcile() or changed
             self._last_sync = time.monotonic()
-            self._tags.invalidate()
+            if changed:  # another process's write may have added or removed tags
+                self._tags.invalidate()
 
     def _maybe_sync(self) -> None:
         if time.monotonic() - self._last_sync >= self.settings.sync_interval:
@@ -325,7 +329,8 @@ class HybridMemory:
             ]
             offset += len(got["ids"])
 
-    def _reconcile(self) -> None:
+    def _reconcile(self) -> bool:
+        """Make the index hold exactly the collection's ids; True if it changed."""
         chroma_ids: set[str] = set()
         offset = 0
         while True:
@@ -341,6 +346,7 @@ class HybridMemory:
         missing = sorted(chroma_ids - indexed)
         for page in self._pages(ids=missing):
             self._index.upsert(page)
+        return bool(stale or missing)
 
     def _chroma(self, operation: str, **kwargs: Any) -> Any:
         try:
@@ -458,7 +464,21 @@ class HybridMemory:
                 metadatas=metadatas[start:end],
             )
         self._index.upsert(rows)
-        self._tags.invalidate()
+        replaced = [
+            tag
+            for memory_id, p in records.items()
+            for tag in (existing.get(memory_id) or {}).get(TAGS_KEY) or ()
+            if tag not in p.tags
+        ]
+        self._note_tags([r.tags for r in rows], replaced)
+
+    def _note_tags(self, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
+        """Keep the tag cache in step with a write of this process: tags taken off a
+        memory may have lost their last carrier (reload); added ones are merged in."""
+        if removed:
+            self._tags.invalidate()
+        else:
+            self._tags.add({tag for tags in written for tag in tags})
 
     def _max_batch(self) -> int:
         try:
@@ -585,7 +605,7 @@ class HybridMemory:
                 metadatas=[_chroma_metadata(row)],
             )
             self._index.upsert([row])
-            self._tags.invalidate()
+            self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return _memory(row)
 
     def delete(

@@ -80,6 +80,19 @@ class TagMatcher:
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_words.values())
 
+    def extended(self, tags: Iterable[str]) -> TagMatcher:
+        """A matcher that also knows ``tags`` (this one is left as it is: a search may be
+        using it)."""
+        out = TagMatcher(())
+        out._by_words = dict(self._by_words)
+        out._longest = self._longest
+        for tag in tags:
+            key = tuple(words(tag))
+            if key and tag not in out._by_words.get(key, ()):
+                out._by_words[key] = [*out._by_words.get(key, ()), tag]
+                out._longest = max(out._longest, len(key))
+        return out
+
     def find(self, query: str) -> tuple[str, ...]:
         """Known tags whose words occur consecutively in ``query``, in query order."""
         if not self._by_words:
@@ -96,8 +109,11 @@ class TagMatcher:
 class TagCache:
     """The known-tag set, loaded through ``loader`` and kept for ``ttl`` seconds.
 
-    ``invalidate()`` (called after this process writes) makes the next read load
-    at once; writes by other processes show up within ``ttl``.
+    After this process writes, ``add(tags)`` merges the tags it wrote (cheap: a write
+    can only make tags known), and ``invalidate()``, after a write that may have
+    removed a tag's last carrier, makes the next read load at once. Writes by other
+    processes show up within ``ttl`` (sooner when the store's periodic sync finds them
+    and invalidates).
     """
 
     def __init__(
@@ -117,6 +133,17 @@ class TagCache:
     def invalidate(self) -> None:
         with self._lock:
             self._matcher = None
+
+    def add(self, tags: Iterable[str]) -> None:
+        """Know ``tags`` from now on, without a load (nothing loaded yet: nothing to do,
+        the next read loads them). The TTL is not restarted."""
+        with self._lock:
+            if self._matcher is None:
+                return
+            new = frozenset(tags) - self._tags
+            if new:
+                self._tags |= new
+                self._matcher = self._matcher.extended(sorted(new))
 
     def _current(self) -> tuple[frozenset[str], TagMatcher]:
         with self._lock:

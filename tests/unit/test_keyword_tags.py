@@ -142,3 +142,16 @@ def test_ties_go_to_the_lower_index_row() -> None:
         "t5",
     ]
     index.close()
+
+
+def test_all_tags_lists_each_tag_in_use_once_sorted(filled: KeywordIndex) -> None:
+    distinct = {r[0] for r in filled._conn.execute("SELECT DISTINCT tag FROM memory_tags")}
+    assert filled.all_tags() == sorted(distinct)
+    index = KeywordIndex(None, TOKENIZER)
+    assert index.all_tags() == []
+    index.upsert([IndexRow("x", "x", ("zoë", "ä", "a", "東京", "a b", "Z"), {}, "", 1.0, 1.0)])
+    index.upsert([IndexRow("y", "y", ("a",), {}, "", 1.0, 1.0)])
+    assert index.all_tags() == sorted(["zoë", "ä", "a", "東京", "a b", "Z"])
+    index.delete(["x"])
+    assert index.all_tags() == ["a"]
+    index.close()

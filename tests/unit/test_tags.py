@@ -273,3 +273,62 @@ def test_cache_uses_a_monotonic_clock_by_default() -> None:
     assert cache.find("alice") == ("alice",)
     assert cache.find("alice") == ("alice",)
     assert source.loads == 1
+
+
+def test_add_merges_written_tags_without_a_load() -> None:
+    source, clock = Source(["alice"]), FakeClock()
+    cache = TagCache(source, ttl=3600.0, clock=clock)
+    assert cache.find("bob in new york") == ()
+    source.tags += ["bob", "new york"]  # this process writes them ...
+    cache.add(["bob", "new york", "alice"])  # ... and tells the cache
+    assert cache.find("bob in new york") == ("bob", "new york")
+    assert cache.tags() == frozenset({"alice", "bob", "new york"})
+    assert source.loads == 1
+
+
+def test_add_before_the_first_load_leaves_loading_to_the_read() -> None:
+    source = Source(["alice"])
+    cache = TagCache(source, ttl=3600.0, clock=FakeClock())
+    cache.add(["bob"])
+    assert source.loads == 0
+    source.tags.append("bob")
+    assert cache.tags() == frozenset({"alice", "bob"})
+    assert source.loads == 1
+
+
+def test_add_does_not_restart_the_ttl() -> None:
+    source, clock = Source(["alice"]), FakeClock()
+    cache = TagCache(source, ttl=60.0, clock=clock)
+    cache.tags()
+    clock.now += 59
+    cache.add(["bob"])
+    source.tags.append("carol")  # another process
+    clock.now += 1
+    assert cache.find("carol") == ("carol",)
+    assert source.loads == 2
+
+
+def test_add_after_invalidate_waits_for_the_load() -> None:
+    source = Source(["alice"])
+    cache = TagCache(source, ttl=3600.0, clock=FakeClock())
+    cache.tags()
+    cache.invalidate()
+    source.tags.remove("alice")
+    cache.add(["bob"])  # must not resurrect the dropped set
+    source.tags.append("bob")
+    assert cache.tags() == frozenset({"bob"})
+
+
+def test_extended_matcher_leaves_the_original_alone(matcher: TagMatcher) -> None:
+    more = matcher.extended(["c#", "new york city", "alice"])
+    assert matcher.find("c# in new york city") == ("c++", "new york", "new", "york city")
+    assert more.find("c# in new york city") == (
+        "c++",
+        "c#",
+        "new york city",
+        "new york",
+        "new",
+        "york city",
+    )
+    assert len(more) == len(matcher) + 2  # "alice" was known
+    assert more.find("alice") == ("alice",)
