@@ -16,8 +16,8 @@ Chroma server.
 State (DESIGN.md): the Chroma collection holds everything (text, tags, metadata,
 times, vectors). The SQLite keyword index is derived from it, checked against it
 on open (count and write watermark) and repaired when it drifted, then kept in
-step by every write of this process and by a cheap periodic check for writes of
-other processes.
+step by every write of this process and by a periodic check for writes of other
+processes (in the background: see :meth:`HybridMemory.sync`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from os import PathLike
 from pathlib import Path
@@ -122,6 +122,15 @@ class _Prepared:
     metadata: dict[str, Any]
     created_at: float | None
     content_hash: str
+
+
+@dataclass(slots=True)
+class _SyncState:
+    """When the index was last checked against the collection (monotonic clock, at the
+    check's start) and whether a background check is running."""
+
+    last: float = -math.inf
+    running: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _TagLeg:
@@ -234,10 +243,11 @@ class HybridMemory:
         self._index = KeywordIndex(_index_path(s, self._collection_name), s.keyword_tokenizer)
         self._write_lock = threading.RLock()
         self._tags = TagCache(self._index.all_tags, s.tag_cache_ttl)
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hybrid-memory")
+        # Vector legs of concurrent searches, and the periodic sync check (one at a time).
+        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
         self._owner = True
         self._closed = False
-        self._last_sync = 0.0
+        self._sync_state = _SyncState()  # shared with views: one clock, one check at a time
         # On open, compare ids too: an add and a delete made behind the index's back
         # (a crash, another tool) can leave the counts equal.
         self.sync(reconcile=True)
@@ -279,7 +289,17 @@ class HybridMemory:
         reconciles ids when the counts differ. ``reconcile=True`` compares ids even
         when the counts agree; ``full=True`` also re-reads every memory (after another
         process updated memories in place with an older clock, for example).
+
+        The store calls this by itself: on open, and then every ``sync_interval``
+        seconds while it is used (searches, adds, filtered counts and ``tags()``
+        notice the interval has passed). That periodic check runs in the background,
+        so no call waits for it: writes of other processes (sharing a path or a
+        Chroma server) become visible within about ``sync_interval`` of a check
+        falling due. After the store sat unused for more than two intervals, the
+        first call checks before it answers; with ``sync_interval=0`` every call
+        does. Call ``sync()`` to see another process's write at once.
         """
+        started = time.monotonic()
         with self._write_lock:
             index = self._index
             collection_id = str(self._collection.id)
@@ -295,13 +315,36 @@ class HybridMemory:
                 changed = True
             if full or reconcile or index.count() != self._collection.count():
                 changed = self._reconcile() or changed
-            self._last_sync = time.monotonic()
+            self._sync_state.last = started
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
 
     def _maybe_sync(self) -> None:
-        if time.monotonic() - self._last_sync >= self.settings.sync_interval:
+        """The periodic check (see :meth:`sync`): due every ``sync_interval``, run in the
+        background unless the index may be far behind (nothing checked for two
+        intervals) or the interval is 0."""
+        state, interval = self._sync_state, self.settings.sync_interval
+        since = time.monotonic() - state.last
+        if since < interval:
+            return
+        if interval == 0 or since >= 2 * interval:
             self.sync()
+        elif state.running.acquire(blocking=False):  # at most one check in flight
+            try:
+                self._pool.submit(self._background_sync)
+            except RuntimeError:  # the store was closed
+                state.running.release()
+
+    def _background_sync(self) -> None:
+        try:
+            if not self._closed:
+                self.sync()
+        except Exception:
+            # Chroma unreachable, say: the next call starts another check, and once the
+            # index is two intervals behind, calls check themselves and raise the error.
+            pass
+        finally:
+            self._sync_state.running.release()
 
     def _pages(
         self, where: Mapping[str, Any] | None = None, ids: list[str] | None = None

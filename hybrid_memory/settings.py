@@ -139,7 +139,9 @@ class HybridMemorySettings(BaseSettings):
         1.0,
         ge=0.0,
         description="Seconds between checks of the collection for writes made by other "
-        "processes (shared or server stores).",
+        "processes (shared or server stores). The check runs in the background, so those "
+        "writes become visible within about this long; a call after the store sat unused "
+        "for two intervals checks first, and 0 makes every call check first.",
     )
 
     # --- limits and token budget ----------------------------------------------------
