@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory import HybridMemory
+from hybrid_memory import HybridMemory, StoreError
 
 from ..conftest import HashEmbedding
 
@@ -121,7 +121,7 @@ def test_never_two_checks_at_once(stores: tuple[HybridMemory, HybridMemory]) -> 
     lock = threading.Lock()
     check = reader._background_sync
 
-    def slow_check() -> None:
+    def slow_check(*args: float) -> None:
         nonlocal running, most, started
         with lock:
             running += 1
@@ -130,7 +130,7 @@ def test_never_two_checks_at_once(stores: tuple[HybridMemory, HybridMemory]) -> 
         time.sleep(0.05)  # widen the window another check could start in
         with lock:
             running -= 1
-        check()
+        check(*args)
 
     reader._background_sync = slow_check  # type: ignore[method-assign]
     errors: list[BaseException] = []
@@ -165,9 +165,9 @@ def test_close_waits_for_a_check_in_flight(tmp_path: Path) -> None:
     check = store._background_sync
     done = threading.Event()
 
-    def slow_check() -> None:
+    def slow_check(*args: float) -> None:
         time.sleep(0.2)
-        check()
+        check(*args)
         done.set()
 
     store._background_sync = slow_check  # type: ignore[method-assign]
@@ -177,3 +177,33 @@ def test_close_waits_for_a_check_in_flight(tmp_path: Path) -> None:
     assert done.is_set()
     with open_store(tmp_path) as again:
         assert found(again, "something") != []
+
+
+def test_a_check_that_finds_nothing_never_holds_up_a_write(
+    stores: tuple[HybridMemory, HybridMemory],
+) -> None:
+    reader, other = stores
+    with reader._write_lock:  # as a long add would
+        reader._sync_state.last = time.monotonic() - 1.5 * INTERVAL
+        reader.search("anything at all")
+        wait_for(lambda: not reader._sync_state.running.locked())  # done without the lock
+        other.add("the gate opens at nine", id="gate")
+        reader._sync_state.last = time.monotonic() - 1.5 * INTERVAL
+        reader.search("anything at all")
+        time.sleep(0.2)
+        assert reader._sync_state.running.locked()  # found work: waits for the lock
+        assert reader._index.existing(["gate"]) == set()
+    wait_for(lambda: reader._index.existing(["gate"]) == {"gate"})
+
+
+def test_a_failed_check_is_tried_again_then_raised_by_a_caller(tmp_path: Path) -> None:
+    with open_store(tmp_path, sync_interval=INTERVAL) as store:
+        store.add("something to index", metadata={"user": "ann"})
+        store._client.delete_collection(store._collection_name)  # Chroma now fails
+        due = store._sync_state.last = time.monotonic() - 1.5 * INTERVAL
+        assert store.count({"user": "ann"}) == 1  # answered from the index
+        wait_for(lambda: not store._sync_state.running.locked())
+        assert store._sync_state.last == due  # given back: the next call tries again
+        store._sync_state.last = time.monotonic() - 2 * INTERVAL
+        with pytest.raises(StoreError, match="Chroma"):
+            store.count({"user": "ann"})
