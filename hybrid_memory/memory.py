@@ -28,7 +28,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -126,11 +126,12 @@ class _Prepared:
 
 @dataclass(slots=True)
 class _SyncState:
-    """When the index was last checked against the collection (monotonic clock, at the
-    check's start) and whether a background check is running."""
+    """When the index was last checked against the collection (monotonic clock), whether
+    a background check is running, and a count of this process's writes."""
 
     last: float = -math.inf
     running: threading.Lock = field(default_factory=threading.Lock)
+    writes: int = 0  # this process's writes, counted twice each (see HybridMemory._writing)
 
 
 class _TagLeg:
@@ -299,7 +300,6 @@ class HybridMemory:
         first call checks before it answers; with ``sync_interval=0`` every call
         does. Call ``sync()`` to see another process's write at once.
         """
-        started = time.monotonic()
         with self._write_lock:
             index = self._index
             collection_id = str(self._collection.id)
@@ -315,7 +315,7 @@ class HybridMemory:
                 changed = True
             if full or reconcile or index.count() != self._collection.count():
                 changed = self._reconcile() or changed
-            self._sync_state.last = started
+            self._sync_state.last = time.monotonic()
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
 
@@ -332,7 +332,7 @@ class HybridMemory:
             self.sync()
         elif state.running.acquire(blocking=False):  # at most one check in flight
             # The interval counts from the check's start, finished or not; a check
-            # that fails gives the time back, so that the next call tries again.
+            # that fails or cannot tell gives the time back: the next call asks again.
             previous, state.last = state.last, now
             try:
                 self._pool.submit(self._background_sync, previous, now)
@@ -343,7 +343,16 @@ class HybridMemory:
     def _background_sync(self, previous: float, started: float) -> None:
         state = self._sync_state
         try:
-            if not self._closed and self._index_behind():
+            if self._closed:
+                return
+            writes = state.writes
+            behind = writes % 2 == 0 and self._index_behind()
+            if writes % 2 or state.writes != writes:
+                # This process wrote meanwhile, between the collection and the index:
+                # the answer may be wrong either way. Ask again at the next call.
+                if state.last == started:
+                    state.last = previous
+            elif behind:
                 self.sync()
         except Exception:
             # Chroma unreachable, say: the next call starts another check, and once no
@@ -353,13 +362,22 @@ class HybridMemory:
         finally:
             state.running.release()
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Marks a write of this process to the collection and then the index (under the
+        write lock): an odd count means one is under way, for the background check."""
+        self._sync_state.writes += 1
+        try:
+            yield
+        finally:
+            self._sync_state.writes += 1
+
     def _index_behind(self) -> bool:
         """Whether :meth:`sync` would find anything to do, asked without the write lock,
         so that a check finding nothing (the usual answer) never holds up a write: its
         Chroma reads take ~20 ms at 100,000 memories, and far longer in a background
-        thread competing with searches for the GIL. A write of this process made
-        meanwhile can only make the answer True (sync then finds nothing) or delay
-        another process's change to the next check."""
+        thread while searches hold the index and the GIL. The answer holds only if
+        this process wrote nothing meanwhile (see :meth:`_writing`)."""
         index = self._index
         if index.get_state("collection_id") != str(self._collection.id):
             return True
@@ -521,16 +539,17 @@ class HybridMemory:
             metadatas.append(_chroma_metadata(rows[-1]))
         ids = list(records)
         step = self._max_batch()
-        for start in range(0, len(ids), step):
-            end = start + step
-            self._chroma(
-                "upsert",
-                ids=ids[start:end],
-                embeddings=vectors[start:end],
-                documents=texts[start:end],
-                metadatas=metadatas[start:end],
-            )
-        self._index.upsert(rows)
+        with self._writing():
+            for start in range(0, len(ids), step):
+                end = start + step
+                self._chroma(
+                    "upsert",
+                    ids=ids[start:end],
+                    embeddings=vectors[start:end],
+                    documents=texts[start:end],
+                    metadatas=metadatas[start:end],
+                )
+            self._index.upsert(rows)
         replaced = [
             tag
             for memory_id, p in records.items()
@@ -664,14 +683,15 @@ class HybridMemory:
                 old.created_at or now_timestamp(),
                 max(now_timestamp(), old.updated_at),
             )
-            self._chroma(
-                "upsert",
-                ids=[memory_id],
-                embeddings=vector,
-                documents=[final_text],
-                metadatas=[_chroma_metadata(row)],
-            )
-            self._index.upsert([row])
+            with self._writing():
+                self._chroma(
+                    "upsert",
+                    ids=[memory_id],
+                    embeddings=vector,
+                    documents=[final_text],
+                    metadatas=[_chroma_metadata(row)],
+                )
+                self._index.upsert([row])
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return _memory(row)
 
@@ -701,8 +721,9 @@ class HybridMemory:
                 if not id_list:
                     return 0
             unique = list(dict.fromkeys(id_list))
-            self._chroma("delete", ids=unique)
-            self._index.delete(unique)
+            with self._writing():
+                self._chroma("delete", ids=unique)
+                self._index.delete(unique)
             self._tags.invalidate()
             return len(unique)
 

@@ -207,3 +207,24 @@ def test_a_failed_check_is_tried_again_then_raised_by_a_caller(tmp_path: Path) -
         store._sync_state.last = time.monotonic() - 2 * INTERVAL
         with pytest.raises(StoreError, match="Chroma"):
             store.count({"user": "ann"})
+
+
+def test_a_check_overlapping_an_own_write_asks_again(
+    stores: tuple[HybridMemory, HybridMemory],
+) -> None:
+    reader, other = stores
+    threads = record_sync_threads(reader)
+    other.add("the gate opens at nine", id="gate")
+    state = reader._sync_state
+    state.writes += 1  # as while this process writes the collection, then the index
+    due = state.last = time.monotonic() - 1.5 * INTERVAL
+    reader.search("anything at all")
+    wait_for(lambda: not state.running.locked())
+    assert state.last == due and threads == []  # no conclusion either way
+    state.writes += 1  # that write is done
+    reader.search("anything at all")  # still due: asks again
+    wait_for(lambda: reader._index.existing(["gate"]) == {"gate"})
+    assert len(threads) == 1
+    assert state.writes % 2 == 0
+    reader.add("a write of its own")
+    assert state.writes % 2 == 0
