@@ -706,20 +706,31 @@ class KeywordIndex:
         limit: int,
         where: Node | None = None,
         among: Sequence[str] | None = None,
+        *,
+        within: IntArray | None = None,
     ) -> list[TagMatch]:
         """:meth:`tag_matches` with each memory's index row number, which orders ties
         (equal count and creation time: lower row first), so that carriers read in
-        separate calls can be merged in exactly the order one call would give."""
+        separate calls can be merged in exactly the order one call would give.
+
+        ``within``: the row ids passing ``where``, when already known (:meth:`within`);
+        the newest carriers of a tag are then checked against them instead of the
+        filter's SQL, which SQLite evaluates afresh for every tag (6 ms a tag for one
+        user's 2,000 memories of 100,000, against 2 ms)."""
         if not tags or (among is not None and not among):
             return []
         with self._lock:
             if among is not None:
                 found = self._tag_counts("m.id", list(dict.fromkeys(among)), tags, where)
             else:
-                sql, params = to_sql(where)
+                if within is not None:
+                    sql = "t.rowid IN (SELECT value FROM json_each(?))"
+                    params: list[Any] = [json.dumps(within.tolist())]
+                else:
+                    sql, params = to_sql(where)
                 newest = (
                     "SELECT t.rowid FROM memory_tags t"
-                    + (" JOIN memories m ON m.rowid = t.rowid" if sql else "")
+                    + (" JOIN memories m ON m.rowid = t.rowid" if sql and within is None else "")
                     + " WHERE t.tag = ?"
                     + (f" AND {sql}" if sql else "")
                     + " ORDER BY t.created_at DESC LIMIT ?"

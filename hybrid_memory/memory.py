@@ -70,6 +70,7 @@ from hybrid_memory.filters import (
 )
 from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
 from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch, tag_order
+from hybrid_memory.postings import IntArray
 from hybrid_memory.recency import age_in_days, decay_factor
 from hybrid_memory.settings import HybridMemorySettings, load_settings
 from hybrid_memory.tags import TagCache, normalise_tags
@@ -151,12 +152,14 @@ class _TagLeg:
         depth: int,
         node: Node | None,
         exclude: str | None,
+        within: IntArray | None = None,
     ) -> None:
         self._index = index
         self._tags = tags
         self._depth = depth
         self._node = node
         self._exclude = exclude
+        self._within = within  # the row ids passing node, when the index resolved it
         self._newest: list[TagMatch] | None = None
         self._asked: set[str] = set()
         self._carriers: dict[str, TagMatch] = {}  # of the ids asked, those carrying a tag
@@ -167,7 +170,9 @@ class _TagLeg:
         if not self._tags:
             return {}
         if self._newest is None:
-            self._newest = self._index.tag_carriers(self._tags, self._depth, self._node)
+            self._newest = self._index.tag_carriers(
+                self._tags, self._depth, self._node, within=self._within
+            )
         new = [i for i in evidence if i not in self._asked]
         if new:
             found = self._index.tag_carriers(self._tags, len(new), self._node, among=new)
@@ -244,7 +249,8 @@ class HybridMemory:
         self._index = KeywordIndex(_index_path(s, self._collection_name), s.keyword_tokenizer)
         self._write_lock = threading.RLock()
         self._tags = TagCache(self._index.all_tags, s.tag_cache_ttl)
-        # Vector legs of concurrent searches, and the periodic sync check (one at a time).
+        # Query embeddings of concurrent searches, and the periodic sync check (one at a
+        # time, so it never queues the embeddings of two searches).
         self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
         self._owner = True
         self._closed = False
@@ -910,7 +916,9 @@ class HybridMemory:
         if fallback_reason is not None:
             weights[VECTOR] = 0.0
 
-        tag_leg = _TagLeg(self._index, matched_tags, depth, node, exclude)
+        tag_leg = _TagLeg(
+            self._index, matched_tags, depth, node, exclude, None if scope is None else scope[0]
+        )
 
         def fuse(hits: Mapping[str, float]) -> tuple[dict[str, list[str]], dict[str, int]]:
             vector_ids = [i for i in hits if i != exclude]

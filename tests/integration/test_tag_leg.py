@@ -41,6 +41,7 @@ class ReferenceTagLeg:
         depth: int,
         node: Node | None,
         exclude: str | None,
+        within: Any = None,  # the row ids passing node: not used, node is
     ) -> None:
         self.args = (index, tags, depth, node, exclude)
 
@@ -115,10 +116,10 @@ def test_the_second_ranking_asks_only_for_new_evidence(store: HybridMemory) -> N
     carriers = store._index.tag_carriers
 
     def recording(
-        tags: tuple[str, ...], limit: int, where: Any = None, among: Any = None
+        tags: tuple[str, ...], limit: int, where: Any = None, among: Any = None, **kw: Any
     ) -> list[TagMatch]:
         calls.append((tuple(tags), None if among is None else list(among)))
-        return carriers(tags, limit, where, among)
+        return carriers(tags, limit, where, among, **kw)
 
     store._index.tag_carriers = recording  # type: ignore[method-assign]
     try:

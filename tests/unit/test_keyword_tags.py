@@ -107,6 +107,9 @@ def test_newest_carriers_match_the_reference(filled: KeywordIndex, where: Any) -
         expected = _reference(filled, tags, limit, node, None)
         assert filled.tag_carriers(tags, limit, node) == expected
         assert filled.tag_matches(tags, limit, node) == [m[:3] for m in expected]
+        scope = filled.within(node, 10_000)
+        assert scope is not None
+        assert filled.tag_carriers(tags, limit, node, within=scope[0]) == expected
 
 
 @pytest.mark.parametrize("where", FILTERS)
