@@ -52,14 +52,25 @@ def bm25_term_scores(
     return idf * tf * (K1 + 1.0) / (tf + norm)
 
 
-def run_lengths(docs: IntArray) -> tuple[IntArray, IntArray]:
-    """``(distinct docs, occurrences)`` of a doc list with one entry per token
-    occurrence (FTS5's instance order: a document's entries are contiguous)."""
-    if len(docs) and np.any(docs[1:] < docs[:-1]):
-        docs = np.sort(docs, kind="stable")
-    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if len(docs) else docs
-    counts = np.diff(np.r_[starts, len(docs)])
-    return docs[starts], counts
+def term_frequencies(occurrences: Sequence[IntArray]) -> tuple[IntArray, IntArray, IntArray]:
+    """From each term's list of row ids, one entry per occurrence (FTS5's instance
+    order), to ``(term index, row id, tf)`` per distinct (term, row), sorted by term
+    then row: one sort for the whole batch, however many terms."""
+    sizes = [len(o) for o in occurrences]
+    if not sum(sizes):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    docs = np.concatenate(occurrences)
+    term = np.repeat(np.arange(len(occurrences), dtype=np.int64), sizes)
+    same_term = term[1:] == term[:-1]
+    if not np.all(~same_term | (docs[1:] >= docs[:-1])):  # FTS5's order needs no sort
+        order = np.lexsort((docs, term))
+        term, docs = term[order], docs[order]
+    first = np.ones(len(docs), dtype=bool)
+    first[1:] = (term[1:] != term[:-1]) | (docs[1:] != docs[:-1])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(docs)))
+    return term[starts], docs[starts], counts
 
 
 class Postings:
@@ -82,7 +93,7 @@ class Postings:
 
     # --- writes -------------------------------------------------------------------
 
-    def extend(self, rows: IntArray, terms: Iterable[tuple[str, IntArray]]) -> None:
+    def extend(self, rows: IntArray, terms: Sequence[tuple[str, IntArray]]) -> None:
         """Add the new ``rows`` given, per term, the row id of each occurrence of that
         term (``[("flow", [3, 3, 7]), ...]``: row 3 has "flow" twice). Every row id
         must be above :attr:`high`; a row without tokens is still a row (it counts in
@@ -92,36 +103,32 @@ class Postings:
             return
         if int(rows[0]) <= self.high:
             raise ValueError(f"row ids must grow: got {int(rows[0])}, already have {self.high}")
-        top = int(rows[-1])
-        grouped: list[tuple[str, IntArray, IntArray]] = []
-        for term, docs in terms:
-            ids, counts = run_lengths(np.asarray(docs, dtype=np.int64))
-            if len(ids):
-                grouped.append((term, ids, counts))
-        self._grow(top + 1)
-        if grouped:
-            occurrences = np.concatenate([g[1] for g in grouped])
-            if int(occurrences.max()) > top:
-                raise ValueError("a term occurs in a row that is not among the new rows")
-            lengths = np.bincount(
-                occurrences, weights=np.concatenate([g[2] for g in grouped]), minlength=top + 1
-            )
-            new = np.zeros(top + 1, dtype=bool)
-            new[rows] = True
-            if lengths[~new].any():
-                raise ValueError("a term occurs in a row that is not among the new rows")
-            self._length[rows] = lengths[rows]
-            self._live_tokens += float(lengths[rows].sum())
+        term_of, doc, tf = term_frequencies([np.asarray(d, dtype=np.int64) for _, d in terms])
+        position = np.searchsorted(rows, doc)
+        if len(doc) and (
+            int(position.max()) >= len(rows) or not np.array_equal(rows[position], doc)
+        ):
+            raise ValueError("a term occurs in a row that is not among the new rows")
+        lengths = np.bincount(position, weights=tf, minlength=len(rows))
+        self._grow(int(rows[-1]) + 1)
+        self._length[rows] = lengths
         self._live[rows] = True
         self._live_count += len(rows)
-        self.high = top
-        for term, ids, counts in grouped:
+        self._live_tokens += float(lengths.sum())
+        self.high = int(rows[-1])
+        bounds = np.searchsorted(term_of, np.arange(len(terms) + 1))
+        doc_bytes = doc.tobytes()
+        tf_bytes = tf.astype(np.float32).tobytes()
+        for t, (term, _) in enumerate(terms):
+            a, b = int(bounds[t]), int(bounds[t + 1])
+            if a == b:
+                continue
             found = self._rowids.get(term)
             if found is None:
                 found = self._rowids[term] = array("q")
                 self._tfs[term] = array("f")
-            found.frombytes(ids.tobytes())
-            self._tfs[term].frombytes(counts.astype(np.float32).tobytes())
+            found.frombytes(doc_bytes[8 * a : 8 * b])
+            self._tfs[term].frombytes(tf_bytes[4 * a : 4 * b])
 
     def remove(self, rowids: Iterable[int]) -> int:
         """Tombstone rows; returns how many were live. Compacts the arrays once

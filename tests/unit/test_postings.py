@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hybrid_memory.filters import parse_filter
 from hybrid_memory.keyword import IndexRow, KeywordIndex, query_words
-from hybrid_memory.postings import Postings, best_first, bm25_idf, run_lengths
+from hybrid_memory.postings import Postings, best_first, bm25_idf, term_frequencies
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 WORDS = [
@@ -102,10 +102,14 @@ def test_scores_by_hand() -> None:
     assert rows.tolist() == [1]
 
 
-def test_run_lengths_counts_occurrences_in_any_order() -> None:
-    rows, counts = run_lengths(np.array([7, 3, 3, 7, 3]))
-    assert rows.tolist() == [3, 7]
-    assert counts.tolist() == [3, 2]
+def test_term_frequencies_count_occurrences_in_any_order() -> None:
+    term, rows, counts = term_frequencies(
+        [np.array([7, 3, 3, 7, 3]), np.array([], dtype=np.int64), np.array([5])]
+    )
+    assert term.tolist() == [0, 0, 2]
+    assert rows.tolist() == [3, 7, 5]
+    assert counts.tolist() == [3, 2, 1]
+    assert [a.tolist() for a in term_frequencies([])] == [[], [], []]
 
 
 def test_best_first_breaks_ties_by_row_even_at_the_cut() -> None:
