@@ -544,17 +544,23 @@ class HybridMemory:
             )
             metadatas.append(_chroma_metadata(rows[-1]))
         ids = list(records)
+        # Ids this store generated (uuid4) cannot exist yet: Chroma's `add` is ~5% cheaper
+        # than `upsert`. Ids the caller chose go through `upsert` (another process may
+        # have written the same id since it was checked).
+        generated = [i for i, p in enumerate(records.values()) if p.id is None]
+        chosen = [i for i, p in enumerate(records.values()) if p.id is not None]
         step = self._max_batch()
         with self._writing():
-            for start in range(0, len(ids), step):
-                end = start + step
-                self._chroma(
-                    "upsert",
-                    ids=ids[start:end],
-                    embeddings=vectors[start:end],
-                    documents=texts[start:end],
-                    metadatas=metadatas[start:end],
-                )
+            for operation, positions in (("add", generated), ("upsert", chosen)):
+                for start in range(0, len(positions), step):
+                    batch = positions[start : start + step]
+                    self._chroma(
+                        operation,
+                        ids=[ids[i] for i in batch],
+                        embeddings=vectors[batch],
+                        documents=[texts[i] for i in batch],
+                        metadatas=[metadatas[i] for i in batch],
+                    )
             self._index.upsert(rows)
         replaced = [
             tag
