@@ -92,7 +92,7 @@ def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
     return tokens
 
 
-def _chunks(values: Sequence[str]) -> Iterator[tuple[list[str], str]]:
+def _chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
     """``values`` in slices small enough for one statement, each with its ``?, ?, …``."""
     for start in range(0, len(values), _CHUNK):
         chunk = list(values[start : start + _CHUNK])
@@ -391,9 +391,7 @@ class KeywordIndex:
         postings = self._postings
         if postings is None:
             return
-        present = np.array(
-            [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
-        )
+        present = self._all_rowids()
         known = postings.live_rowids()
         postings.remove(np.setdiff1d(known, present, assume_unique=True).tolist())
         new = np.setdiff1d(present, known, assume_unique=True)
@@ -423,6 +421,11 @@ class KeywordIndex:
             c.execute("DELETE FROM temp.new_texts")
         self._postings.extend(np.array([r for r, _ in rows], dtype=np.int64), terms)
 
+    def _all_rowids(self) -> IntArray:
+        return np.array(
+            [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
+        )
+
     def _grouped_terms(self, vocabulary: str) -> list[tuple[str, IntArray]]:
         """``[(term, row id per occurrence)]`` from an fts5vocab 'instance' table."""
         return [
@@ -438,16 +441,19 @@ class KeywordIndex:
         self._catch_up()
         if self._postings is None:
             postings = Postings()
-            rowids = np.array(
-                [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
-            )
-            postings.extend(rowids, self._grouped_terms("temp.memory_terms"))
+            postings.extend(self._all_rowids(), self._grouped_terms("temp.memory_terms"))
             self._postings = postings
         return self._postings
 
     def _query_terms(self, words: Sequence[str]) -> list[tuple[str, ...]] | None:
-        """Each word's FTS5 terms (as the index's tokenizer makes them); None when some
-        word is several tokens (FTS5 reads it as a phrase, the postings cannot)."""
+        """Each word's FTS5 terms; None when some word is several tokens (FTS5 reads
+        it as a phrase, the postings cannot)."""
+        out = self._terms_of(words)
+        return None if any(len(t) > 1 for t in out) else out
+
+    def _terms_of(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+        """Each word's FTS5 terms, as the index's own tokenizer makes them (a scratch
+        FTS5 table tokenises the words; remembered for the next queries)."""
         missing = [w for w in words if w not in self._word_terms]
         if missing:
             if len(self._word_terms) > _WORD_CACHE:
@@ -467,8 +473,7 @@ class KeywordIndex:
                 terms.setdefault(doc, []).append(term)
             for i, word in enumerate(missing):
                 self._word_terms[word] = tuple(terms.get(i, ()))
-        out = [self._word_terms[w] for w in words]
-        return None if any(len(t) > 1 for t in out) else out
+        return [self._word_terms[w] for w in words]
 
     def _rowids(self, ids: list[str]) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -659,27 +664,22 @@ class KeywordIndex:
             total = self.count()
             if total == 0:
                 return set()
-            c = self._conn
-            # The scratch FTS table tokenises each word exactly as the index does.
-            c.executemany(
-                "INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)",
-                list(enumerate(words)),
-            )
-            try:
-                terms = c.execute("SELECT doc, term FROM temp.query_terms").fetchall()
-            finally:
-                c.execute("DELETE FROM temp.query_words")
-            if not terms:
+            terms = self._terms_of(words)
+            distinct = sorted({t for word_terms in terms for t in word_terms})
+            if not distinct:
                 return set()
-            marks = ", ".join("?" * len(terms))
+            marks = ", ".join("?" * len(distinct))
             frequency = dict(
-                c.execute(
-                    f"SELECT term, doc FROM memories_vocab WHERE term IN ({marks})",
-                    [t for _, t in terms],
+                self._conn.execute(
+                    f"SELECT term, doc FROM memories_vocab WHERE term IN ({marks})", distinct
                 ).fetchall()
             )
         limit = max_df * total
-        return {words[i] for i, term in terms if frequency.get(term, 0) > limit}
+        return {
+            word
+            for word, word_terms in zip(words, terms, strict=True)
+            if any(frequency.get(t, 0) > limit for t in word_terms)
+        }
 
     def tag_matches(
         self,
@@ -760,12 +760,11 @@ class KeywordIndex:
         tag_marks = ", ".join("?" * len(tags))
         extra = ", m.metadata, m.tags, m.updated_at" if where is not None else ""
         out: list[TagMatch] = []
-        for start in range(0, len(keys), _CHUNK):
-            chunk = list(keys[start : start + _CHUNK])
+        for chunk, marks in _chunks(keys):
             query = (
                 f"SELECT m.id, COUNT(*), m.created_at, m.rowid{extra} FROM memories m "
                 f"CROSS JOIN memory_tags t ON t.rowid = m.rowid AND t.tag IN ({tag_marks}) "
-                f"WHERE {column} IN ({', '.join('?' * len(chunk))}) GROUP BY m.rowid"
+                f"WHERE {column} IN ({marks}) GROUP BY m.rowid"
             )
             for r in self._conn.execute(query, [*tags, *chunk]):
                 if where is None or matches(

@@ -993,7 +993,7 @@ class HybridMemory:
             # itself; the few hits returned are read by id afterwards.
             include=["distances"],
         )
-        hits = {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
+        hits = _similarities(got)
         if tests_arrays(node):
             # Chroma 1.5 keeps array-metadata index entries of deleted collections, and a
             # new collection's $contains can match them (seen here; scalar filters are
@@ -1021,7 +1021,7 @@ class HybridMemory:
             ids=ids,
             include=["distances"],
         )
-        return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
+        return _similarities(got)
 
     def _hydrate(self, ordered: list[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` as memories, read from the collection (the
@@ -1074,6 +1074,12 @@ class HybridMemory:
 
 
 # --- record conversion -------------------------------------------------------------------
+
+
+def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
+    """A one-query Chroma result as ``{id: cosine similarity}`` in rank order (the
+    collection's distance is cosine: 1 − similarity)."""
+    return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
 
 
 def _chroma_metadata(row: IndexRow) -> dict[str, Any]:
