@@ -139,8 +139,8 @@ class _TagLeg:
     """The tag leg of one search: memories carrying the matched tags, ranked by how many
     they carry, then by their best rank in the other legs, then newest first.
 
-    A search ranks twice (again after the feedback pass moves the vector hits), so the
-    SQL work is kept between the two: the newest carriers of each tag do not depend on
+    A search ranks twice (first without vector hits, to choose the feedback memories,
+    then with them), so the SQL work is kept between the two: the newest carriers of each tag do not depend on
     the other legs and are read once, and carriers among the other legs' hits are read
     once per id, the second ranking asking only for the ids new to it.
     """
@@ -909,8 +909,6 @@ class HybridMemory:
                 fallback_reason = (
                     f"query embedding failed, answered from keyword and tag legs: {exc}"
                 )
-        query_vector = vector
-        vector_hits = {} if vector is None else self._vector_leg(vector, depth, node, scope_ids)
         keyword_ids = [i for i, _ in keyword_hits if i != exclude]
 
         if alpha is None:
@@ -935,15 +933,19 @@ class HybridMemory:
             counts = tag_leg.rank(evidence)
             return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
 
+        if vector is not None and s.feedback_docs and s.feedback_weight and weights[VECTOR]:
+            # Pseudo-relevance feedback before the one vector query: the keyword and tag
+            # legs' fused top moves the query vector towards itself (a second vector
+            # query after a first fusion scored the same and cost a Chroma query more).
+            rankings, _ = fuse({})
+            fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+            top = order_by_score(fused)[: s.feedback_docs]
+            if top:
+                got = self._chroma("get", ids=top, include=["embeddings"])
+                vector = rocchio(vector, got["embeddings"], s.feedback_weight)
+        vector_hits = {} if vector is None else self._vector_leg(vector, depth, node, scope_ids)
         rankings, tag_counts = fuse(vector_hits)
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
-        top = order_by_score(fused)[: s.feedback_docs]
-        if query_vector is not None and top and s.feedback_weight and weights[VECTOR]:
-            got = self._chroma("get", ids=top, include=["embeddings"])
-            refined = rocchio(query_vector, got["embeddings"], s.feedback_weight)
-            vector_hits = self._vector_leg(refined, depth, node, scope_ids)
-            rankings, tag_counts = fuse(vector_hits)
-            fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
             created = self._index.created_at(list(fused))
             for memory_id in fused:

@@ -106,8 +106,9 @@ class HybridMemorySettings(BaseSettings):
         3,
         ge=0,
         le=50,
-        description="Top fused memories whose vectors refine the query vector (Rocchio "
-        "pseudo-relevance feedback) for a second vector pass; 0 disables it.",
+        description="Top memories of the keyword and tag legs (fused) whose vectors refine "
+        "the query vector before the vector leg (Rocchio pseudo-relevance feedback); 0 "
+        "disables it.",
     )
     feedback_weight: float = Field(
         0.5, ge=0.0, le=1.0, description="Weight of the feedback centroid against the query."
