@@ -437,12 +437,33 @@ def test_writes_made_through_chroma_alone_are_indexed_on_open(tmp_path: Path) ->
         assert store.count({"user": "zed"}) == 1
 
 
-def test_stale_index_entries_are_dropped_at_search_time(memory: HybridMemory) -> None:
+def test_deletes_behind_the_index_leave_search_after_the_next_check(memory: HybridMemory) -> None:
     memory.add_many(CORPUS)
-    memory._collection.delete(ids=["a2"])  # behind the index's back, within sync_interval
-    hits = memory.with_settings(sync_interval=3600).search("alice peanuts allergic", alpha=0.0)
+    memory._collection.delete(ids=["a2"])  # behind the index's back (another process)
+    hits = memory.with_settings(sync_interval=0).search("alice peanuts allergic", alpha=0.0)
     assert "a2" not in [h.id for h in hits]
     assert memory._index.count() == 4
+
+
+def test_vector_hits_the_index_has_not_seen_are_read_from_the_collection(
+    memory: HybridMemory, hash_embedding: HashEmbedding
+) -> None:
+    memory.add_many(CORPUS)
+    text = "a memory another process wrote a moment ago"
+    [vector] = hash_embedding([text])
+    memory._collection.add(
+        ids=["fresh"],
+        embeddings=[vector],
+        documents=[text],
+        metadatas=[{"user": "zed", TAGS_KEY: ["new"], CREATED_KEY: 5.0, UPDATED_KEY: 5.0}],
+    )
+    # The index catches up at its next check, an hour away: the hit still comes whole.
+    hits = memory.with_settings(sync_interval=3600).search(text, alpha=1.0, k=1)
+    assert [h.id for h in hits] == ["fresh"]
+    assert hits[0].memory.text == text
+    assert hits[0].memory.tags == ("new",)
+    assert hits[0].memory.metadata == {"user": "zed"}
+    assert memory._index.rows(["fresh"]) == {}
 
 
 def test_opening_with_another_embedding_is_refused(tmp_path: Path) -> None:
