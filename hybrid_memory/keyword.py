@@ -721,34 +721,55 @@ class KeywordIndex:
             return []
         with self._lock:
             if among is not None:
-                found = self._tag_counts("m.id", list(dict.fromkeys(among)), tags, where)
+                found = self._tag_counts(list(dict.fromkeys(among)), tags, where)
             else:
-                if within is not None:
-                    sql = "t.rowid IN (SELECT value FROM json_each(?))"
-                    params: list[Any] = [json.dumps(within.tolist())]
-                else:
-                    sql, params = to_sql(where)
-                newest = (
-                    "SELECT t.rowid FROM memory_tags t"
-                    + (" JOIN memories m ON m.rowid = t.rowid" if sql and within is None else "")
-                    + " WHERE t.tag = ?"
-                    + (f" AND {sql}" if sql else "")
-                    + " ORDER BY t.created_at DESC LIMIT ?"
-                )
-                rowids = {
-                    r[0] for tag in tags for r in self._conn.execute(newest, [tag, *params, limit])
-                }
-                # These rows passed ``where`` just now, under the same lock: counting
-                # their tags needs no second pass through the filter.
-                found = self._tag_counts("m.rowid", sorted(rowids), tags, None)
+                found = self._newest_carriers(tags, limit, where, within)
         found.sort(key=tag_order)
         return found[:limit]
 
-    def _tag_counts(
-        self, column: str, keys: Sequence[Any], tags: Sequence[str], where: Node | None
+    def _newest_carriers(
+        self, tags: Sequence[str], limit: int, where: Node | None, within: IntArray | None
     ) -> list[TagMatch]:
-        """How many of ``tags`` each memory whose ``column`` is in ``keys`` carries (those
-        carrying none, or failing ``where``, left out).
+        """Each tag's ``limit`` newest carriers passing ``where``, with how many of
+        ``tags`` each carries (counted in one more query only when there are several)."""
+        if within is not None:
+            sql = "t.rowid IN (SELECT value FROM json_each(?))"
+            params: list[Any] = [json.dumps(within.tolist())]
+        else:
+            sql, params = to_sql(where)
+        newest = (
+            "SELECT t.rowid, m.id, t.created_at FROM memory_tags t "
+            "JOIN memories m ON m.rowid = t.rowid WHERE t.tag = ?"
+            + (f" AND {sql}" if sql else "")
+            + " ORDER BY t.created_at DESC LIMIT ?"
+        )
+        carriers: dict[int, tuple[str, float]] = {}
+        for tag in tags:
+            for rowid, memory_id, created in self._conn.execute(newest, [tag, *params, limit]):
+                carriers[rowid] = (memory_id, created)
+        if len(tags) == 1:
+            counts = dict.fromkeys(carriers, 1)
+        else:
+            # These rows passed ``where`` just now, under the same lock: counting their
+            # tags needs no second pass through the filter.
+            marks = ", ".join("?" * len(tags))
+            counts = dict(
+                self._conn.execute(
+                    f"SELECT rowid, COUNT(*) FROM memory_tags WHERE tag IN ({marks}) "
+                    "AND rowid IN (SELECT value FROM json_each(?)) GROUP BY rowid",
+                    [*tags, json.dumps(list(carriers))],
+                )
+            )
+        return [
+            TagMatch(memory_id, int(counts[rowid]), float(created), rowid)
+            for rowid, (memory_id, created) in carriers.items()
+        ]
+
+    def _tag_counts(
+        self, ids: Sequence[str], tags: Sequence[str], where: Node | None
+    ) -> list[TagMatch]:
+        """How many of ``tags`` each of the memories ``ids`` carries (those carrying none,
+        or failing ``where``, left out).
 
         SQLite starts from the given rows (CROSS JOIN fixes the join order) and looks
         each (row, tag) pair up in an index, instead of scanning every carrier of a
@@ -758,13 +779,14 @@ class KeywordIndex:
         memories. :func:`~hybrid_memory.filters.matches` is held to the same results as
         the SQL and Chroma forms by the filters' parity tests."""
         tag_marks = ", ".join("?" * len(tags))
+        # Without a filter only the id index and memory_tags are read, not the rows.
         extra = ", m.metadata, m.tags, m.updated_at" if where is not None else ""
         out: list[TagMatch] = []
-        for chunk, marks in _chunks(keys):
+        for chunk, marks in _chunks(ids):
             query = (
-                f"SELECT m.id, COUNT(*), m.created_at, m.rowid{extra} FROM memories m "
+                f"SELECT m.id, COUNT(*), t.created_at, m.rowid{extra} FROM memories m "
                 f"CROSS JOIN memory_tags t ON t.rowid = m.rowid AND t.tag IN ({tag_marks}) "
-                f"WHERE {column} IN ({marks}) GROUP BY m.rowid"
+                f"WHERE m.id IN ({marks}) GROUP BY m.rowid"
             )
             for r in self._conn.execute(query, [*tags, *chunk]):
                 if where is None or matches(

@@ -140,9 +140,10 @@ class _TagLeg:
     they carry, then by their best rank in the other legs, then newest first.
 
     A search ranks twice (first without vector hits, to choose the feedback memories,
-    then with them), so the SQL work is kept between the two: the newest carriers of each tag do not depend on
-    the other legs and are read once, and carriers among the other legs' hits are read
-    once per id, the second ranking asking only for the ids new to it.
+    then with them), so the SQL work is kept between the two: the newest carriers of
+    each tag do not depend on the other legs and are read once, and carriers among the
+    other legs' hits are read once per id, the second ranking asking only for the ids
+    new to it.
     """
 
     def __init__(
