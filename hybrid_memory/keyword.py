@@ -35,6 +35,7 @@ from hybrid_memory.postings import FloatArray, IntArray, Postings, best_first
 # never reused (an updated memory gets a new one), so in-memory postings stay exact.
 SCHEMA_VERSION = "4"
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
+_ID_CACHE = 200_000  # row ids → memory ids kept for ranked rows
 _WORD_CACHE = 50_000  # query words whose FTS5 terms are remembered
 _MMAP_BYTES = 1 << 30
 
@@ -159,6 +160,10 @@ class KeywordIndex:
         self._postings: Postings | None = None
         self._fast = not tokenizer.split()[0].lower().startswith("trigram")
         self._word_terms: dict[str, tuple[str, ...]] = {}
+        # Memory ids of ranked rows. A row id is never given to another memory (see
+        # _next_rowid), so entries stay true until a rebuild renumbers the rows, which
+        # builds new postings: the cache is emptied with each build.
+        self._row_ids: dict[int, str] = {}
         self.rebuilt_schema = self._ensure_schema()
         self._data_version = self._version()
 
@@ -440,6 +445,7 @@ class KeywordIndex:
         second per 100,000 memories; once per open store)."""
         self._catch_up()
         if self._postings is None:
+            self._row_ids.clear()
             postings = Postings()
             postings.extend(self._all_rowids(), self._grouped_terms("temp.memory_terms"))
             self._postings = postings
@@ -630,14 +636,19 @@ class KeywordIndex:
         return {r[0] for r in self._conn.execute(query, [json.dumps(rowids), *params])}
 
     def _ids_of(self, rowids: list[int]) -> dict[int, str]:
-        if not rowids:
-            return {}
-        return dict(
-            self._conn.execute(
-                "SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
-                [json.dumps(rowids)],
-            ).fetchall()
-        )
+        known = self._row_ids
+        missing = [r for r in rowids if r not in known]
+        if missing:
+            if len(known) + len(missing) > _ID_CACHE:
+                known.clear()
+            known.update(
+                self._conn.execute(
+                    "SELECT rowid, id FROM memories "
+                    "WHERE rowid IN (SELECT value FROM json_each(?))",
+                    [json.dumps(missing)],
+                ).fetchall()
+            )
+        return {r: known[r] for r in rowids if r in known}
 
     def _search_fts(
         self, words: Sequence[str], limit: int, where: Node | None
