@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import chromadb
+import numpy as np
 import pytest
 
 from hybrid_memory import (
@@ -20,6 +21,7 @@ from hybrid_memory import (
     InvalidInputError,
     MemoryNotFoundError,
 )
+from hybrid_memory.feedback import rocchio
 from hybrid_memory.filters import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding
@@ -255,6 +257,31 @@ def test_hits_explain_themselves(filled: HybridMemory) -> None:
     assert result.matched_tags == ("alice",)
     assert [h.score for h in result] == sorted((h.score for h in result), reverse=True)
     assert not result.fallback_mode
+
+
+def test_the_vector_leg_searches_with_the_query_moved_towards_the_keyword_top(
+    filled: HybridMemory, hash_embedding: HashEmbedding
+) -> None:
+    # Close to the query's vector, but made of stopwords: no keyword evidence at all.
+    filled.add("which of these would you", id="s1")
+    query = "which of these would you prefer?"  # no tag in it: feedback = the keyword top
+    keyword_top = [i for i, _ in filled._index.search(query, 3)]
+    assert sorted(keyword_top) == ["a1", "b1"]  # "prefer" (stemmed), two memories
+    got = filled._collection.get(ids=keyword_top, include=["embeddings"])
+    [vector] = hash_embedding([query])
+    refined = np.asarray(rocchio(vector, got["embeddings"], 0.5))
+    stored = filled._collection.get(include=["embeddings"])
+    vectors = dict(zip(stored["ids"], np.asarray(stored["embeddings"]), strict=True))
+
+    result = filled.with_settings(feedback_docs=3, feedback_weight=0.5).search(query, k=6)
+    assert "s1" in [h.id for h in result]  # found by the vector leg alone
+    for hit in result:
+        expected = float(refined @ vectors[hit.id] / np.linalg.norm(vectors[hit.id]))
+        assert hit.scores["vector"] == pytest.approx(expected, abs=1e-5)
+    plain = filled.with_settings(feedback_docs=0).search(query, k=6)
+    for hit in plain:
+        expected = float(np.asarray(vector) @ vectors[hit.id] / np.linalg.norm(vectors[hit.id]))
+        assert hit.scores["vector"] == pytest.approx(expected, abs=1e-5)
 
 
 def test_each_leg_filters_before_its_cut(filled: HybridMemory) -> None:
