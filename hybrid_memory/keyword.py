@@ -17,18 +17,22 @@ phrases (several tokens, as with the trigram tokenizer) are ranked by FTS5 itsel
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
 import sqlite3
+import struct
 import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from hybrid_memory.filters import Node, matches, metadata_rows, to_sql
+from hybrid_memory.filters import Node, kind_of, matches, metadata_rows, to_sql
 from hybrid_memory.postings import FloatArray, IntArray, Postings, best_first
 
 # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
@@ -38,6 +42,13 @@ _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 _ID_CACHE = 200_000  # row ids → memory ids kept for ranked rows
 _WORD_CACHE = 50_000  # query words whose FTS5 terms are remembered
 _MMAP_BYTES = 1 << 30
+# Rows changed (in any table) between checkpoints of the write-ahead log: about SQLite's
+# own 1,000 pages for a bulk write, about 100 single adds.
+_CHECKPOINT_CHANGES = 1_000
+# Checkpoints running beside writes never empty the log, so it only grows (the next
+# write starts it over once a checkpoint copied all of it): past this many pages, a
+# write first waits for a checkpoint to finish the copy.
+_LOG_PAGES = 16_384
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
 # that carry the question. Memories keep them, so phrase-like evidence survives.
@@ -106,6 +117,148 @@ def _fts_text(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+# --- one write of many rows as one statement ------------------------------------------------
+#
+# A batch of rows travels as JSON text into one INSERT on a view whose trigger fills every
+# table: SQLite then does all the work inside one sqlite3_step, which releases the GIL, so
+# it can run in a thread while Chroma's add (which holds the GIL) runs on another core. An
+# ``executemany`` takes the GIL back for every row.
+#
+# Floats travel as the integers of their IEEE 754 bits and are rebuilt exactly in SQL
+# (significand times a power of two read from a table filled from Python floats): SQLite's
+# parsing of decimal text is not correctly rounded on every platform and SQLite version.
+
+_DOUBLE = struct.Struct("<d")
+_INT64 = struct.Struct("<q")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _bits(value: float) -> int:
+    """The IEEE 754 bits of a float, as a signed 64-bit integer."""
+    return int(_INT64.unpack(_DOUBLE.pack(value))[0])
+
+
+def _from_bits(bits: str) -> str:
+    """SQL for the float whose bits are the integer expression ``bits`` (see :func:`_bits`):
+    sign × significand × 2^exponent, each step exact in IEEE 754 (subnormals included)."""
+    return (
+        f"(CASE WHEN {bits} < 0 THEN -1.0 ELSE 1.0 END"
+        f" * (({bits} & 4503599627370495)"
+        f" | CASE WHEN ({bits} >> 52) & 2047 = 0 THEN 0 ELSE 4503599627370496 END)"
+        " * (SELECT p2_value FROM temp.pow2"
+        f" WHERE p2_exponent = max(({bits} >> 52) & 2047, 1) - 1075))"
+    )
+
+
+# The batch: ``base`` (the first new row id), ``memories`` (a JSON array, one
+# ``[id, text, fts text or null, [tags], metadata JSON text, content hash, created bits,
+# updated bits]`` per row, row id ``base`` + position), ``meta`` (``[position, key, kind,
+# in_array, value, value is float bits]`` per metadata row), ``replaced`` (row ids to
+# delete first) and ``tokenise`` (also fill the scratch table the postings read).
+_BATCH_SCHEMA = f"""
+CREATE TEMP TABLE IF NOT EXISTS pow2 (p2_exponent INTEGER PRIMARY KEY, p2_value REAL NOT NULL);
+CREATE TEMP VIEW IF NOT EXISTS index_batch (base, memories, meta, replaced, tokenise)
+    AS SELECT NULL, NULL, NULL, NULL, NULL;
+CREATE TEMP TRIGGER IF NOT EXISTS index_batch_write INSTEAD OF INSERT ON index_batch BEGIN
+    DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
+    DELETE FROM memory_tags WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
+    DELETE FROM memory_meta WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
+    DELETE FROM memories WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
+    INSERT OR REPLACE INTO memories
+            (rowid, id, text, tags, metadata, content_hash, created_at, updated_at)
+        SELECT row, id, text, tags, metadata, hash, {_from_bits("created")}, {_from_bits("updated")}
+        FROM (SELECT NEW.base + key AS row, json_extract(value, '$[0]') AS id,
+                json_extract(value, '$[1]') AS text, json_extract(value, '$[3]') AS tags,
+                json_extract(value, '$[4]') AS metadata, json_extract(value, '$[5]') AS hash,
+                json_extract(value, '$[6]') AS created, json_extract(value, '$[7]') AS updated
+            FROM json_each(NEW.memories));
+    INSERT INTO memories_fts (rowid, text)
+        SELECT NEW.base + key, coalesce(json_extract(value, '$[2]'), json_extract(value, '$[1]'))
+        FROM json_each(NEW.memories);
+    INSERT INTO new_texts (rowid, text)
+        SELECT NEW.base + key, coalesce(json_extract(value, '$[2]'), json_extract(value, '$[1]'))
+        FROM json_each(NEW.memories) WHERE NEW.tokenise;
+    INSERT OR IGNORE INTO memory_tags (tag, rowid, created_at)
+        SELECT tag.value, m.rowid, m.created_at
+        FROM json_each(NEW.memories) AS r, json_each(r.value, '$[3]') AS tag
+        JOIN memories m ON m.rowid = NEW.base + r.key;
+    INSERT INTO memory_meta (rowid, key, kind, in_array, value)
+        SELECT row, key, kind, in_array, CASE WHEN is_float THEN {_from_bits("raw")} ELSE raw END
+        FROM (SELECT NEW.base + json_extract(value, '$[0]') AS row,
+                json_extract(value, '$[1]') AS key, json_extract(value, '$[2]') AS kind,
+                json_extract(value, '$[3]') AS in_array, json_extract(value, '$[4]') AS raw,
+                json_extract(value, '$[5]') AS is_float
+            FROM json_each(NEW.meta));
+END;
+"""
+
+
+_META_JSON = json.JSONEncoder(sort_keys=True).encode  # json.dumps(…, sort_keys=True)
+
+
+def _batch_json(rows: Sequence[IndexRow]) -> tuple[str, str] | None:
+    """``rows`` as the ``memories`` and ``meta`` JSON of one batch; None when some value
+    cannot travel as JSON text (SQLite's JSON cuts a string at NUL; an int beyond 64 bits
+    would turn into a float): those batches are written row by row."""
+    created = np.array([r.created_at for r in rows], dtype=np.float64).view(np.int64).tolist()
+    updated = np.array([r.updated_at for r in rows], dtype=np.float64).view(np.int64).tolist()
+    memories: list[tuple[Any, ...]] = []
+    meta: list[tuple[Any, ...]] = []
+    for position, r in enumerate(rows):
+        text = r.text
+        fts = _fts_text(text)
+        metadata = r.metadata
+        memories.append(
+            (
+                r.id,
+                text,
+                None if fts == text else fts,
+                r.tags,
+                _META_JSON(metadata),
+                r.content_hash,
+                created[position],
+                updated[position],
+            )
+        )
+        # metadata_rows(), with floats as their bits
+        for key, value in metadata.items():
+            values = ((v, 1) for v in value) if isinstance(value, list) else ((value, 0),)
+            for v, in_array in values:
+                t = type(v)
+                if t is str:
+                    meta.append((position, key, "s", in_array, v, 0))
+                elif t is float:
+                    meta.append((position, key, "n", in_array, _bits(v), 1))
+                else:
+                    kind = kind_of(v)
+                    if kind == "n" and isinstance(v, float):
+                        meta.append((position, key, kind, in_array, _bits(v), 1))
+                        continue
+                    if kind == "n" and not _INT64_MIN <= v <= _INT64_MAX:
+                        return None
+                    meta.append((position, key, kind, in_array, int(v) if kind == "b" else v, 0))
+    out = (json.dumps(memories, ensure_ascii=False), json.dumps(meta, ensure_ascii=False))
+    # json.dumps writes NUL as \u0000 (a text holding a backslash before "u0000" also
+    # matches: that batch merely takes the slower way).
+    if any("\\u0000" in part for part in out):
+        return None
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """One write: its rows (distinct ids) get row ids ``base``, ``base`` + 1, …"""
+
+    rows: list[IndexRow]
+    payload: tuple[str, str] | None  # from _batch_json; None: row by row
+    replaced: list[int]
+    base: int
+    tokenise: bool  # the postings exist: fill the scratch table they are extended from
+
+    def rowids(self) -> range:
+        return range(self.base, self.base + len(self.rows))
+
+
 @dataclass(frozen=True, slots=True)
 class IndexRow:
     """What the index keeps of one memory."""
@@ -154,6 +307,16 @@ class KeywordIndex:
             # Filters and id lookups jump around the tables: read them through the
             # page cache of the OS instead of SQLite's 2 MB one.
             self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+            # The write-ahead log is copied into the database file by a second connection
+            # in the background (:meth:`_maybe_checkpoint`), not by the commit that made
+            # it long: that copy took 2 s of 11 in an index write of 100,000 memories.
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._checkpointer = (
+            sqlite3.connect(path, check_same_thread=False, isolation_level=None) if path else None
+        )
+        self._checkpointing: Future[None] | None = None
+        self._changes_checkpointed = 0
+        self._log_pages = 0  # pages in the write-ahead log at the last checkpoint
         self._total: int | None = None  # cached unfiltered count; None after a write
         # Ranking arrays (None: built by the next search). Tokenizers that turn a word
         # into several tokens (trigram) make every query word a phrase: FTS5 ranks those.
@@ -164,6 +327,7 @@ class KeywordIndex:
         # _next_rowid), so entries stay true until a rebuild renumbers the rows, which
         # builds new postings: the cache is emptied with each build.
         self._row_ids: dict[int, str] = {}
+        self._pool: ThreadPoolExecutor | None = None  # runs writes beside Chroma's
         self.rebuilt_schema = self._ensure_schema()
         self._data_version = self._version()
 
@@ -252,6 +416,11 @@ class KeywordIndex:
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_terms "
                 "USING fts5vocab('temp', 'new_texts', 'instance')"
             )
+            c.executescript(_BATCH_SCHEMA)
+            c.executemany(
+                "INSERT OR IGNORE INTO temp.pow2 VALUES (?, ?)",
+                [(e, math.ldexp(1.0, e)) for e in range(-1074, 1024)],
+            )
             c.executemany(
                 "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
                 [("schema", SCHEMA_VERSION), ("tokenizer", self.tokenizer)],
@@ -274,71 +443,157 @@ class KeywordIndex:
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         """Insert or replace memories by id, in one transaction. A replaced memory gets
         a new row id (row ids are never reused)."""
+        with self.upserting(rows, overlap=False):
+            pass
+
+    @contextlib.contextmanager
+    def upserting(self, rows: Sequence[IndexRow], *, overlap: bool = True) -> Iterator[None]:
+        """:meth:`upsert` ``rows`` around the body: the rows are written in an open
+        transaction, committed when the body returns and rolled back when it raises, and
+        the in-memory postings follow only once committed.
+
+        With ``overlap``, the write runs in this index's worker thread while the body
+        runs: one SQL statement, during which SQLite releases the GIL, so it costs
+        nothing extra beside a Chroma write (which holds the GIL). The body must not use
+        this index (other threads wait for the lock until the commit)."""
         if not rows:
+            yield
             return
+        latest = list({r.id: r for r in rows}.values())  # a repeated id: the last one wins
+        payload = _batch_json(latest)
         with self._lock:
+            if self._log_pages > _LOG_PAGES:
+                self._restart_log()
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             self._total = None
             try:
                 self._catch_up()
-                replaced = list(self._rowids([r.id for r in rows]).values())
-                if replaced:
-                    self._delete_rowids(replaced, keep_memories=False)
-                next_rowid = self._next_rowid()
-                assigned: list[int] = []
-                seen: dict[str, int] = {}
-                for row in rows:
-                    if row.id not in seen:  # a repeated id in one batch reuses its row
-                        seen[row.id] = next_rowid
-                        next_rowid += 1
-                    assigned.append(seen[row.id])
-                c.executemany(
-                    "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            rowid,
-                            r.id,
-                            r.text,
-                            json.dumps(list(r.tags)),
-                            json.dumps(r.metadata, sort_keys=True),
-                            r.content_hash,
-                            r.created_at,
-                            r.updated_at,
-                        )
-                        for rowid, r in zip(assigned, rows, strict=True)
-                    ],
+                batch = _Batch(
+                    latest,
+                    payload,
+                    list(self._rowids([r.id for r in latest]).values()),
+                    self._next_rowid(),
+                    self._postings is not None,
                 )
-                live = dict(zip([r.id for r in rows], assigned, strict=True))  # last one wins
-                latest = {r.id: r for r in rows}
-                c.executemany(
-                    "INSERT INTO memories_fts(rowid, text) VALUES (?, ?)",
-                    [(rowid, _fts_text(latest[i].text)) for i, rowid in live.items()],
-                )
-                c.executemany(
-                    "INSERT OR IGNORE INTO memory_tags VALUES (?, ?, ?)",
-                    [
-                        (tag, rowid, latest[i].created_at)
-                        for i, rowid in live.items()
-                        for tag in latest[i].tags
-                    ],
-                )
-                c.executemany(
-                    "INSERT INTO memory_meta VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (rowid, key, kind, in_array, value)
-                        for i, rowid in live.items()
-                        for key, kind, in_array, value in metadata_rows(latest[i].metadata)
-                    ],
-                )
-                if self._postings is not None:
-                    self._postings.remove(replaced)
-                    self._extend_postings([(rowid, latest[i].text) for i, rowid in live.items()])
+                if overlap:
+                    started = threading.Event()
+                    future = self._worker().submit(self._write_batch, batch, started)
+                    started.wait()  # the statement is under way: the body may take the GIL
+                    try:
+                        yield
+                    finally:
+                        wait([future])  # the connection is free again, either way
+                    future.result()
+                else:
+                    self._write_batch(batch)
+                    yield
                 c.execute("COMMIT")
             except BaseException:
-                self._postings = None  # rebuilt from the index by the next search
                 c.execute("ROLLBACK")
                 raise
+            self._follow(batch)
+            self._maybe_checkpoint()
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="hybrid-memory-index")
+        return self._pool
+
+    def _maybe_checkpoint(self) -> None:
+        """Start a passive checkpoint in the background once enough rows changed since the
+        last one (one at a time). It runs beside whatever comes next (the next batch's
+        Chroma add, say), takes no lock that writers or readers wait for, and one that
+        cannot finish leaves the rest for the next; SQLite also checkpoints on close."""
+        if self._checkpointer is None:
+            return
+        changes = self._conn.total_changes
+        if changes - self._changes_checkpointed < _CHECKPOINT_CHANGES:
+            return
+        if self._checkpointing is not None and not self._checkpointing.done():
+            return
+        self._changes_checkpointed = changes
+        self._checkpointing = self._worker().submit(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        assert self._checkpointer is not None
+        with contextlib.suppress(sqlite3.Error):
+            row = self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self._log_pages = int(row[1])
+
+    def _restart_log(self) -> None:
+        """Copy the whole write-ahead log into the database before the next write, which
+        then starts the log over (unless a reader still needs it)."""
+        if self._checkpointing is not None:
+            wait([self._checkpointing])
+        self._checkpoint()
+        self._changes_checkpointed = self._conn.total_changes
+        self._log_pages = 0
+
+    def _write_batch(self, batch: _Batch, started: threading.Event | None = None) -> None:
+        """The rows of ``batch`` into every table (and the scratch table the postings are
+        extended from), inside the caller's transaction."""
+        if started is not None:
+            started.set()
+        c = self._conn
+        if batch.payload is not None:
+            memories, meta = batch.payload
+            c.execute(
+                "INSERT INTO temp.index_batch VALUES (?, ?, ?, ?, ?)",
+                (batch.base, memories, meta, json.dumps(batch.replaced), int(batch.tokenise)),
+            )
+            return
+        self._delete_rowids(batch.replaced, keep_memories=False)
+        pairs = list(zip(batch.rowids(), batch.rows, strict=True))
+        c.executemany(
+            "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    rowid,
+                    r.id,
+                    r.text,
+                    json.dumps(list(r.tags)),
+                    json.dumps(r.metadata, sort_keys=True),
+                    r.content_hash,
+                    r.created_at,
+                    r.updated_at,
+                )
+                for rowid, r in pairs
+            ],
+        )
+        texts = [(rowid, _fts_text(r.text)) for rowid, r in pairs]
+        c.executemany("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", texts)
+        if batch.tokenise:
+            c.executemany("INSERT INTO temp.new_texts(rowid, text) VALUES (?, ?)", texts)
+        c.executemany(
+            "INSERT OR IGNORE INTO memory_tags VALUES (?, ?, ?)",
+            [(tag, rowid, r.created_at) for rowid, r in pairs for tag in r.tags],
+        )
+        c.executemany(
+            "INSERT INTO memory_meta VALUES (?, ?, ?, ?, ?)",
+            [
+                (rowid, key, kind, in_array, value)
+                for rowid, r in pairs
+                for key, kind, in_array, value in metadata_rows(r.metadata)
+            ],
+        )
+
+    def _follow(self, batch: _Batch) -> None:
+        """Bring the postings in step with a committed batch: replaced rows out, the new
+        ones in, from the tokens the batch left in the scratch table. Should that fail,
+        the postings are dropped and rebuilt by the next search: the write itself stands."""
+        if not batch.tokenise:
+            return
+        try:
+            if self._postings is not None:
+                self._postings.remove(batch.replaced)
+                terms = self._grouped_terms("temp.new_terms")
+                rowids = np.arange(batch.base, batch.base + len(batch.rows), dtype=np.int64)
+                self._postings.extend(rowids, terms)
+        except Exception:
+            self._postings = None
+        finally:
+            self._conn.execute("DELETE FROM temp.new_texts")
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove memories by id; returns how many were present."""
@@ -357,6 +612,7 @@ class KeywordIndex:
                 self._postings = None
                 c.execute("ROLLBACK")
                 raise
+            self._maybe_checkpoint()
             return len(rowids)
 
     def clear(self) -> None:
@@ -835,4 +1091,8 @@ class KeywordIndex:
 
     def close(self) -> None:
         with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown()  # a checkpoint in flight finishes first
+            if self._checkpointer is not None:
+                self._checkpointer.close()
             self._conn.close()

@@ -555,21 +555,25 @@ class HybridMemory:
             for operation, positions in (("add", generated), ("upsert", chosen)):
                 for start in range(0, len(positions), step):
                     batch = positions[start : start + step]
-                    self._chroma(
-                        operation,
-                        ids=[ids[i] for i in batch],
-                        embeddings=vectors[batch],
-                        documents=[texts[i] for i in batch],
-                        metadatas=[metadatas[i] for i in batch],
+                    # The index rows are written beside Chroma's write (in a thread: Chroma
+                    # holds the GIL, SQLite does not), and committed once Chroma took them.
+                    with self._index.upserting([rows[i] for i in batch]):
+                        self._chroma(
+                            operation,
+                            ids=[ids[i] for i in batch],
+                            embeddings=vectors[batch],
+                            documents=[texts[i] for i in batch],
+                            metadatas=[metadatas[i] for i in batch],
+                        )
+                    self._note_tags(
+                        [rows[i].tags for i in batch],
+                        [
+                            tag
+                            for i in batch
+                            for tag in (existing.get(ids[i]) or {}).get(TAGS_KEY) or ()
+                            if tag not in rows[i].tags
+                        ],
                     )
-            self._index.upsert(rows)
-        replaced = [
-            tag
-            for memory_id, p in records.items()
-            for tag in (existing.get(memory_id) or {}).get(TAGS_KEY) or ()
-            if tag not in p.tags
-        ]
-        self._note_tags([r.tags for r in rows], replaced)
 
     def _note_tags(self, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
         """Keep the tag cache in step with a write of this process: tags taken off a

@@ -209,8 +209,8 @@ class Postings:
         # than scanning the float totals for non-zeros (every score is positive anyway).
         matched = np.zeros(len(totals), dtype=bool)
         matched[rows] = True
-        found = np.flatnonzero(matched)
-        return found.astype(np.int64), totals[found]
+        matched_rows = np.flatnonzero(matched).astype(np.int64)
+        return matched_rows, totals[matched_rows]
 
     def top(self, terms: Sequence[str], limit: int) -> tuple[IntArray, FloatArray]:
         """The ``limit`` best rows for ``terms``: ``(row ids, scores)``, best first;

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.tags import TagCache, TagMatcher, normalise_tag, normalise_tags, words
+from hybrid_memory.tags import _SPACE, TagCache, TagMatcher, normalise_tag, normalise_tags, words
 
 # --- normalisation ---------------------------------------------------------------------
 
@@ -67,6 +70,18 @@ def test_tag_length_is_measured_after_normalisation() -> None:
 def test_control_characters_are_rejected(value: str) -> None:
     with pytest.raises(InvalidInputError, match="control characters"):
         normalise_tag(value)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=12))
+def test_ascii_tags_take_a_shortcut_to_the_same_result(tag: str) -> None:
+    """ASCII tags skip NFKC and the per-character category check: same tag, same errors."""
+    value = _SPACE.sub(" ", unicodedata.normalize("NFKC", tag)).strip().casefold()
+    control = any(unicodedata.category(ch) == "Cc" for ch in value)
+    if not value or len(value) > 10 or control:
+        with pytest.raises(InvalidInputError):
+            normalise_tag(tag, max_length=10)
+    else:
+        assert normalise_tag(tag, max_length=10) == value
 
 
 def test_error_names_the_given_field() -> None:
