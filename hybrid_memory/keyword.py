@@ -26,7 +26,7 @@ import struct
 import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -42,13 +42,6 @@ _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 _ID_CACHE = 200_000  # row ids → memory ids kept for ranked rows
 _WORD_CACHE = 50_000  # query words whose FTS5 terms are remembered
 _MMAP_BYTES = 1 << 30
-# Rows changed (in any table) between checkpoints of the write-ahead log: about SQLite's
-# own 1,000 pages for a bulk write, about 100 single adds.
-_CHECKPOINT_CHANGES = 1_000
-# Checkpoints running beside writes never empty the log, so it only grows (the next
-# write starts it over once a checkpoint copied all of it): past this many pages, a
-# write first waits for a checkpoint to finish the copy.
-_LOG_PAGES = 16_384
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
 # that carry the question. Memories keep them, so phrase-like evidence survives.
@@ -307,16 +300,6 @@ class KeywordIndex:
             # Filters and id lookups jump around the tables: read them through the
             # page cache of the OS instead of SQLite's 2 MB one.
             self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
-            # The write-ahead log is copied into the database file by a second connection
-            # in the background (:meth:`_maybe_checkpoint`), not by the commit that made
-            # it long: that copy took 2 s of 11 in an index write of 100,000 memories.
-            self._conn.execute("PRAGMA wal_autocheckpoint=0")
-        self._checkpointer = (
-            sqlite3.connect(path, check_same_thread=False, isolation_level=None) if path else None
-        )
-        self._checkpointing: Future[None] | None = None
-        self._changes_checkpointed = 0
-        self._log_pages = 0  # pages in the write-ahead log at the last checkpoint
         self._total: int | None = None  # cached unfiltered count; None after a write
         # Ranking arrays (None: built by the next search). Tokenizers that turn a word
         # into several tokens (trigram) make every query word a phrase: FTS5 ranks those.
@@ -462,8 +445,6 @@ class KeywordIndex:
         latest = list({r.id: r for r in rows}.values())  # a repeated id: the last one wins
         payload = _batch_json(latest)
         with self._lock:
-            if self._log_pages > _LOG_PAGES:
-                self._restart_log()
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             self._total = None
@@ -493,42 +474,11 @@ class KeywordIndex:
                 c.execute("ROLLBACK")
                 raise
             self._follow(batch)
-            self._maybe_checkpoint()
 
     def _worker(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(2, thread_name_prefix="hybrid-memory-index")
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybrid-memory-index")
         return self._pool
-
-    def _maybe_checkpoint(self) -> None:
-        """Start a passive checkpoint in the background once enough rows changed since the
-        last one (one at a time). It runs beside whatever comes next (the next batch's
-        Chroma add, say), takes no lock that writers or readers wait for, and one that
-        cannot finish leaves the rest for the next; SQLite also checkpoints on close."""
-        if self._checkpointer is None:
-            return
-        changes = self._conn.total_changes
-        if changes - self._changes_checkpointed < _CHECKPOINT_CHANGES:
-            return
-        if self._checkpointing is not None and not self._checkpointing.done():
-            return
-        self._changes_checkpointed = changes
-        self._checkpointing = self._worker().submit(self._checkpoint)
-
-    def _checkpoint(self) -> None:
-        assert self._checkpointer is not None
-        with contextlib.suppress(sqlite3.Error):
-            row = self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            self._log_pages = int(row[1])
-
-    def _restart_log(self) -> None:
-        """Copy the whole write-ahead log into the database before the next write, which
-        then starts the log over (unless a reader still needs it)."""
-        if self._checkpointing is not None:
-            wait([self._checkpointing])
-        self._checkpoint()
-        self._changes_checkpointed = self._conn.total_changes
-        self._log_pages = 0
 
     def _write_batch(self, batch: _Batch, started: threading.Event | None = None) -> None:
         """The rows of ``batch`` into every table (and the scratch table the postings are
@@ -612,7 +562,6 @@ class KeywordIndex:
                 self._postings = None
                 c.execute("ROLLBACK")
                 raise
-            self._maybe_checkpoint()
             return len(rowids)
 
     def clear(self) -> None:
@@ -1092,7 +1041,5 @@ class KeywordIndex:
     def close(self) -> None:
         with self._lock:
             if self._pool is not None:
-                self._pool.shutdown()  # a checkpoint in flight finishes first
-            if self._checkpointer is not None:
-                self._checkpointer.close()
+                self._pool.shutdown()
             self._conn.close()

@@ -3,7 +3,6 @@ Chroma's write) against the row-by-row write it replaced, and the transaction ar
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import sqlite3
@@ -194,31 +193,3 @@ def test_a_failing_index_write_raises_after_the_body_and_writes_nothing(
     with pytest.raises(OverflowError), index.upserting(huge):
         ran.append(True)
     assert ran == [True] and index.count() == 0
-
-
-def test_the_write_ahead_log_is_copied_in_the_background_and_stays_bounded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(keyword, "_CHECKPOINT_CHANGES", 50)
-    monkeypatch.setattr(keyword, "_LOG_PAGES", 64)
-    path = tmp_path / "k.sqlite3"
-    index = KeywordIndex(str(path), TOKENIZER)
-    rng = random.Random(5)
-    largest = 0
-    for batch in range(40):
-        rows = [
-            dataclasses.replace(r, id=f"b{batch}-{i}")
-            for i, r in enumerate(random_rows(rng, 100, ids=1))
-        ]
-        with index.upserting(rows):
-            pass
-        largest = max(largest, Path(f"{path}-wal").stat().st_size)
-    # A batch here writes up to ~200 pages, and a check may see the log of a batch or two
-    # before: never more than a few batches past the limit. (Checkpoints beside writes
-    # alone, never waited for, let it grow to ~4,800 pages.)
-    assert largest < 1_000 * 4096
-    if index._checkpointing is not None:
-        index._checkpointing.result()
-    index.close()
-    reopened = KeywordIndex(str(path), TOKENIZER)
-    assert reopened.count() == 4000
