@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hybrid_memory.carriers import TagCarriers
 from hybrid_memory.filters import Node, kind_of, matches, metadata_rows, to_sql
 from hybrid_memory.postings import FloatArray, IntArray, Postings, best_first
 
@@ -310,6 +311,13 @@ class KeywordIndex:
         # _next_rowid), so entries stay true until a rebuild renumbers the rows, which
         # builds new postings: the cache is emptied with each build.
         self._row_ids: dict[int, str] = {}
+        # The other way round, for the ids of those rows: an update gives a memory a new
+        # row id, so entries leave with this connection's writes and all of them when
+        # another connection wrote.
+        self._id_rows: dict[str, int] = {}
+        # The carriers of recently matched tags (the tag leg's counts), kept in step with
+        # this connection's writes and emptied when another connection wrote.
+        self._carriers = TagCarriers()
         self._pool: ThreadPoolExecutor | None = None  # runs writes beside Chroma's
         self.rebuilt_schema = self._ensure_schema()
         self._data_version = self._version()
@@ -474,6 +482,7 @@ class KeywordIndex:
                 c.execute("ROLLBACK")
                 raise
             self._follow(batch)
+            self._follow_tags(batch)
 
     def _worker(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -545,6 +554,18 @@ class KeywordIndex:
         finally:
             self._conn.execute("DELETE FROM temp.new_texts")
 
+    def _follow_tags(self, batch: _Batch) -> None:
+        """Bring the held tag carriers in step with a committed batch."""
+        for row in batch.rows:
+            self._id_rows.pop(row.id, None)
+        try:
+            self._carriers.remove(batch.replaced)
+            self._carriers.add(
+                batch.rowids(), [r.tags for r in batch.rows], [r.created_at for r in batch.rows]
+            )
+        except Exception:
+            self._carriers.clear()  # read again when next asked for
+
     def delete(self, ids: Iterable[str]) -> int:
         """Remove memories by id; returns how many were present."""
         with self._lock:
@@ -553,7 +574,8 @@ class KeywordIndex:
             self._total = None
             try:
                 self._catch_up()
-                rowids = list(self._rowids(list(ids)).values())
+                found = self._rowids(list(ids))
+                rowids = list(found.values())
                 self._delete_rowids(rowids, keep_memories=False)
                 if self._postings is not None:
                     self._postings.remove(rowids)
@@ -562,6 +584,9 @@ class KeywordIndex:
                 self._postings = None
                 c.execute("ROLLBACK")
                 raise
+            self._carriers.remove(rowids)
+            for memory_id in found:
+                self._id_rows.pop(memory_id, None)
             return len(rowids)
 
     def clear(self) -> None:
@@ -570,6 +595,8 @@ class KeywordIndex:
             for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
                 self._conn.execute(f"DELETE FROM {table}")
             self._postings = None
+            self._carriers.clear()
+            self._id_rows.clear()
 
     def _delete_rowids(self, rowids: list[int], *, keep_memories: bool) -> None:
         tables = ["memories_fts", "memory_tags", "memory_meta"]
@@ -591,23 +618,39 @@ class KeywordIndex:
         return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _catch_up(self) -> None:
-        """Bring the postings in step with rows other connections wrote (another
-        process sharing this index file): new rows added, vanished rows removed."""
+        """Bring the postings and the held tag carriers in step with rows other
+        connections wrote (another process sharing this index file): new rows added,
+        vanished rows removed."""
         version = self._version()
         if version == self._data_version:
             return
         self._data_version = version
         self._total = None
+        self._id_rows.clear()
         postings = self._postings
         if postings is None:
+            self._carriers.clear()  # read again when next asked for
             return
         present = self._all_rowids()
         known = postings.live_rowids()
-        postings.remove(np.setdiff1d(known, present, assume_unique=True).tolist())
+        gone = np.setdiff1d(known, present, assume_unique=True).tolist()
+        postings.remove(gone)
         new = np.setdiff1d(present, known, assume_unique=True)
         if len(new) and int(new.min()) <= postings.high:
             self._postings = None  # rows renumbered behind our back: rebuild
+            self._carriers.clear()
             return
+        if self._carriers:
+            try:
+                self._carriers.remove(gone)
+                self._carriers.add_rows(
+                    self._conn.execute(
+                        "SELECT rowid, tag, created_at FROM memory_tags WHERE rowid > ?",
+                        (postings.high,),
+                    ).fetchall()
+                )
+            except Exception:
+                self._carriers.clear()  # read again when next asked for
         if len(new):
             self._extend_postings(
                 self._conn.execute(
@@ -651,6 +694,7 @@ class KeywordIndex:
         self._catch_up()
         if self._postings is None:
             self._row_ids.clear()
+            self._id_rows.clear()
             postings = Postings()
             postings.extend(self._all_rowids(), self._grouped_terms("temp.memory_terms"))
             self._postings = postings
@@ -846,14 +890,22 @@ class KeywordIndex:
         if missing:
             if len(known) + len(missing) > _ID_CACHE:
                 known.clear()
-            known.update(
-                self._conn.execute(
-                    "SELECT rowid, id FROM memories "
-                    "WHERE rowid IN (SELECT value FROM json_each(?))",
-                    [json.dumps(missing)],
-                ).fetchall()
-            )
+                self._id_rows.clear()
+            found = self._conn.execute(
+                "SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
+                [json.dumps(missing)],
+            ).fetchall()
+            known.update(found)
+            self._id_rows.update((memory_id, row) for row, memory_id in found)
         return {r: known[r] for r in rowids if r in known}
+
+    def _current_rowids(self, ids: Sequence[str]) -> dict[str, int]:
+        """:meth:`_rowids` for reads: the ids of rows seen lately are known without SQL."""
+        known = self._id_rows
+        found = {i: known[i] for i in ids if i in known}
+        if len(found) < len(ids):
+            found.update(self._rowids([i for i in ids if i not in found]))
+        return found
 
     def _search_fts(
         self, words: Sequence[str], limit: int, where: Node | None
@@ -930,29 +982,87 @@ class KeywordIndex:
         separate calls can be merged in exactly the order one call would give.
 
         ``within``: the row ids passing ``where``, when already known (:meth:`within`);
-        the newest carriers of a tag are then checked against them instead of the
-        filter's SQL, which SQLite evaluates afresh for every tag (6 ms a tag for one
-        user's 2,000 memories of 100,000, against 2 ms)."""
+        carriers are then checked against them instead of the filter's SQL, which SQLite
+        evaluates afresh for every tag (6 ms a tag for one user's 2,000 memories of
+        100,000, against 2 ms).
+
+        Without a filter (or with ``within``) the counts come from the carriers of each
+        tag held in memory (:class:`~hybrid_memory.carriers.TagCarriers`), read once
+        and kept in step with writes."""
         if not tags or (among is not None and not among):
             return []
         with self._lock:
+            self._catch_up()
             if among is not None:
-                found = self._tag_counts(list(dict.fromkeys(among)), tags, where)
+                ids = list(dict.fromkeys(among))
+                if where is None or within is not None:
+                    found = self._held_counts(ids, tags, within)
+                else:
+                    found = self._tag_counts(ids, tags, where)
+            elif where is None or within is not None:
+                found = self._held_newest(tags, limit, within)
             else:
-                found = self._newest_carriers(tags, limit, where, within)
+                found = self._newest_carriers(tags, limit, where)
         found.sort(key=tag_order)
         return found[:limit]
 
-    def _newest_carriers(
-        self, tags: Sequence[str], limit: int, where: Node | None, within: IntArray | None
+    def _hold(self, tags: Sequence[str]) -> None:
+        """Read the carriers of those of ``tags`` not held yet."""
+        for tag in self._carriers.missing(tags):
+            rows = self._conn.execute(
+                "SELECT rowid, created_at FROM memory_tags WHERE tag = ? ORDER BY rowid", (tag,)
+            ).fetchall()
+            self._carriers.put(
+                tag,
+                np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.float64),
+            )
+
+    def _held_newest(
+        self, tags: Sequence[str], limit: int, within: IntArray | None
     ) -> list[TagMatch]:
+        """Each tag's ``limit`` newest carriers (among the row ids ``within``), from the
+        held carriers, with how many of ``tags`` each carries."""
+        self._hold(tags)
+        carriers: dict[int, float] = {}
+        for tag in tags:
+            rows, created = self._carriers.newest(tag, limit, within)
+            carriers.update(zip(rows.tolist(), created.tolist(), strict=True))
+        rowids = list(carriers)
+        if len(set(tags)) == 1:
+            counts = [1] * len(rowids)
+        else:
+            counts = self._carriers.counts(np.array(rowids, dtype=np.int64), tags)[0].tolist()
+        ids = self._ids_of(rowids)
+        return [
+            TagMatch(ids[r], count, carriers[r], r)
+            for r, count in zip(rowids, counts, strict=True)
+            if r in ids
+        ]
+
+    def _held_counts(
+        self, ids: Sequence[str], tags: Sequence[str], within: IntArray | None
+    ) -> list[TagMatch]:
+        """How many of ``tags`` each of the memories ``ids`` (of the row ids ``within``)
+        carries, those carrying none left out, from the held carriers."""
+        self._hold(tags)
+        rowids = self._current_rowids(ids)
+        rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
+        matched, created = self._carriers.counts(rows, tags)
+        if within is not None:
+            matched[~np.isin(rows, within)] = 0
+        return [
+            TagMatch(memory_id, count, when, row)
+            for (memory_id, row), count, when in zip(
+                rowids.items(), matched.tolist(), created.tolist(), strict=True
+            )
+            if count
+        ]
+
+    def _newest_carriers(self, tags: Sequence[str], limit: int, where: Node) -> list[TagMatch]:
         """Each tag's ``limit`` newest carriers passing ``where``, with how many of
         ``tags`` each carries (counted in one more query only when there are several)."""
-        if within is not None:
-            sql = "t.rowid IN (SELECT value FROM json_each(?))"
-            params: list[Any] = [json.dumps(within.tolist())]
-        else:
-            sql, params = to_sql(where)
+        sql, params = to_sql(where)
         newest = (
             "SELECT t.rowid, m.id, t.created_at FROM memory_tags t "
             "JOIN memories m ON m.rowid = t.rowid WHERE t.tag = ?"

@@ -176,7 +176,9 @@ class _TagLeg:
             )
         new = [i for i in evidence if i not in self._asked]
         if new:
-            found = self._index.tag_carriers(self._tags, len(new), self._node, among=new)
+            found = self._index.tag_carriers(
+                self._tags, len(new), self._node, among=new, within=self._within
+            )
             self._carriers.update((m.id, m) for m in found)
             self._asked.update(new)
         among = sorted((self._carriers[i] for i in evidence if i in self._carriers), key=tag_order)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +159,64 @@ def test_all_tags_lists_each_tag_in_use_once_sorted(filled: KeywordIndex) -> Non
     index.delete(["x"])
     assert index.all_tags() == ["a"]
     index.close()
+
+
+def _assert_like_reference(index: KeywordIndex, rng: random.Random, rounds: int = 6) -> None:
+    everyone = [r[0] for r in index._conn.execute("SELECT id FROM memories")]
+    for _ in range(rounds):
+        tags = rng.sample(TAGS, rng.randint(1, 3))
+        limit = rng.choice([3, 20, 500])
+        assert index.tag_carriers(tags, limit) == _reference(index, tags, limit, None, None)
+        among = rng.sample(everyone, min(80, len(everyone)))
+        assert index.tag_carriers(tags, len(among), among=among) == _reference(
+            index, tags, len(among), None, among
+        )
+
+
+def test_held_carriers_follow_this_indexs_writes(tmp_path: Path) -> None:
+    index = KeywordIndex(str(tmp_path / "index.sqlite3"), TOKENIZER)
+    rows = _rows(600, seed=21)
+    index.upsert(rows[:400])
+    rng = random.Random(3)
+    _assert_like_reference(index, rng)  # every tag is held from here on
+    index.upsert(rows[400:])  # new carriers, newer and older than the held ones
+    _assert_like_reference(index, rng)
+    changed = [
+        IndexRow(r.id, r.text, tuple(reversed(TAGS[: i % 4])), r.metadata, "", 90.0 + i, 0.0)
+        for i, r in enumerate(rows[::7])
+    ]
+    index.upsert(changed)  # tags taken off and put on, new row ids
+    _assert_like_reference(index, rng)
+    index.delete([r.id for r in rows[::5]])
+    _assert_like_reference(index, rng)
+    with pytest.raises(RuntimeError), index.upserting(rows[1:3]):
+        raise RuntimeError("the other store refused")  # rolled back: nothing to follow
+    _assert_like_reference(index, rng)
+    index.clear()
+    assert index.tag_carriers(["alice"], 10) == []
+    index.close()
+
+
+@pytest.mark.parametrize("reader_has_postings", [True, False])
+def test_held_carriers_follow_another_connections_writes(
+    tmp_path: Path, reader_has_postings: bool
+) -> None:
+    path = str(tmp_path / "shared.sqlite3")
+    writer, reader = KeywordIndex(path, TOKENIZER), KeywordIndex(path, TOKENIZER)
+    rows = _rows(500, seed=22)
+    writer.upsert(rows[:300])
+    if reader_has_postings:
+        reader.search("memory", 5)
+    rng = random.Random(4)
+    _assert_like_reference(reader, rng)  # the reader holds every tag now
+    writer.upsert(rows[300:])
+    _assert_like_reference(reader, rng)
+    writer.upsert([IndexRow(r.id, r.text, ("rare", "bob"), {}, "", 95.0, 95.0) for r in rows[::9]])
+    writer.delete([r.id for r in rows[::4]])
+    _assert_like_reference(reader, rng)
+    # The reader's own write after the writer's keeps both.
+    reader.upsert([IndexRow("mine", "mine", ("rare",), {}, "", 99.0, 99.0)])
+    assert reader.tag_carriers(["rare"], 500) == _reference(reader, ["rare"], 500, None, None)
+    assert reader.tag_carriers(["rare"], 1)[0].id == "mine"
+    writer.close()
+    reader.close()

@@ -1,0 +1,163 @@
+"""Tag carriers in memory: the tag leg's counts without a SQL lookup per memory.
+
+The tag leg asks, on every search, which memories carry the tags the query matched:
+each tag's newest carriers, and how many of the tags each of the other legs' hits
+carries. In SQL that is an index probe per (memory, tag) pair, ~0.4 ms per hundred
+memories at 100,000; against a sorted array of each tag's carriers it is one
+``searchsorted``.
+
+:class:`TagCarriers` keeps, for the tags asked for recently, the row ids of their
+carriers (ascending) and those memories' creation times. It is derived state: filled
+from the index's ``memory_tags`` table and kept in step with it by
+:class:`~hybrid_memory.keyword.KeywordIndex`, which empties it whenever another
+connection wrote. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_memory.postings import FloatArray, IntArray
+
+BoolArray = npt.NDArray[np.bool_]
+
+CAPACITY = 2_000_000  # carrier entries kept over all tags (~32 MB); least recent go first
+
+
+class _Tag:
+    """One tag's carriers: row ids ascending, their creation times, and (once asked
+    for) their positions newest first."""
+
+    __slots__ = ("_newest", "created", "rows")
+
+    def __init__(self, rows: IntArray, created: FloatArray) -> None:
+        self.rows = rows
+        self.created = created
+        self._newest: IntArray | None = None
+
+    def newest_first(self) -> IntArray:
+        # Ties in time: the later row first (as SQLite reads a (tag, created_at) index
+        # backwards, which the SQL form of this leg does).
+        if self._newest is None:
+            self._newest = np.lexsort((-self.rows, -self.created))
+        return self._newest
+
+    def positions(self, rows: IntArray) -> tuple[IntArray, BoolArray]:
+        """Where each of ``rows`` sits in this tag's rows, and whether it is there."""
+        at = np.searchsorted(self.rows, rows)
+        found = at < len(self.rows)
+        found[found] = self.rows[at[found]] == rows[found]
+        return at, found
+
+
+class TagCarriers:
+    """Carriers of recently asked tags, ``capacity`` entries at most (least recently
+    asked tags dropped first)."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self.capacity = capacity
+        self._tags: OrderedDict[str, _Tag] = OrderedDict()
+        self._size = 0
+
+    def __contains__(self, tag: str) -> bool:
+        return tag in self._tags
+
+    def __len__(self) -> int:
+        """How many tags are held."""
+        return len(self._tags)
+
+    def missing(self, tags: Iterable[str]) -> list[str]:
+        """Those of ``tags`` not held (to be read with :meth:`put`)."""
+        return [t for t in dict.fromkeys(tags) if t not in self._tags]
+
+    def put(self, tag: str, rows: IntArray, created: FloatArray) -> None:
+        """Hold ``tag``'s carriers: row ids ascending, with their creation times."""
+        self._drop(tag)
+        self._tags[tag] = _Tag(rows, created)
+        self._size += len(rows)
+        while self._size > self.capacity and len(self._tags) > 1:
+            self._drop(next(iter(self._tags)))
+
+    def _drop(self, tag: str) -> None:
+        held = self._tags.pop(tag, None)
+        if held is not None:
+            self._size -= len(held.rows)
+
+    def _held(self, tag: str) -> _Tag:
+        self._tags.move_to_end(tag)
+        return self._tags[tag]
+
+    def newest(
+        self, tag: str, limit: int, within: IntArray | None = None
+    ) -> tuple[IntArray, FloatArray]:
+        """The ``limit`` newest carriers of a held ``tag`` (among the sorted row ids
+        ``within``, when given): row ids and creation times, newest first."""
+        held = self._held(tag)
+        order = held.newest_first()
+        if within is not None:
+            order = order[np.isin(held.rows[order], within, assume_unique=True)]
+        order = order[:limit]
+        return held.rows[order], held.created[order]
+
+    def counts(self, rows: IntArray, tags: Sequence[str]) -> tuple[IntArray, FloatArray]:
+        """For each of ``rows``: how many of the held ``tags`` it carries, and its
+        creation time (0.0 for rows carrying none)."""
+        matched = np.zeros(len(rows), dtype=np.int64)
+        created = np.zeros(len(rows), dtype=np.float64)
+        for tag in dict.fromkeys(tags):
+            held = self._held(tag)
+            at, found = held.positions(rows)
+            matched += found
+            created[found] = held.created[at[found]]
+        return matched, created
+
+    def add(
+        self, rows: Sequence[int], tags: Sequence[Iterable[str]], created: Sequence[float]
+    ) -> None:
+        """New index rows (``rows[i]`` carries ``tags[i]``, made at ``created[i]``) into
+        the held tags they carry."""
+        self.add_rows(
+            (row, tag, when)
+            for row, row_tags, when in zip(rows, tags, created, strict=True)
+            for tag in row_tags
+        )
+
+    def add_rows(self, carried: Iterable[tuple[int, str, float]]) -> None:
+        """:meth:`add` from ``(row, tag, created)`` triples; rows already held are
+        kept once."""
+        new: dict[str, tuple[list[int], list[float]]] = {}
+        for row, tag, when in carried:
+            if tag in self._tags:
+                entry = new.setdefault(tag, ([], []))
+                entry[0].append(row)
+                entry[1].append(when)
+        for tag, (added, times) in new.items():
+            held = self._tags[tag]
+            merged = np.concatenate([held.rows, np.asarray(added, dtype=np.int64)])
+            times_merged = np.concatenate([held.created, np.asarray(times, dtype=np.float64)])
+            if not (np.diff(merged) > 0).all():  # not after every held row, or repeated
+                merged, first = np.unique(merged, return_index=True)
+                times_merged = times_merged[first]
+            self._size += len(merged) - len(held.rows)
+            self._tags[tag] = _Tag(merged, times_merged)
+
+    def remove(self, rows: Sequence[int]) -> None:
+        """Index rows gone (deleted, or replaced by an update's new row)."""
+        if not len(rows):
+            return
+        gone = np.unique(np.asarray(rows, dtype=np.int64))
+        for tag, held in list(self._tags.items()):
+            at, found = held.positions(gone)
+            if found.any():
+                keep = np.ones(len(held.rows), dtype=bool)
+                keep[at[found]] = False
+                self._tags[tag] = _Tag(held.rows[keep], held.created[keep])
+                self._size -= int(found.sum())
+
+    def clear(self) -> None:
+        self._tags.clear()
+        self._size = 0

@@ -1,0 +1,76 @@
+"""Tag carriers held in memory (pure numpy): the order, counts and upkeep the tag leg
+relies on, by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybrid_memory.carriers import TagCarriers
+
+
+def ints(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def floats(*values: float) -> np.ndarray:
+    return np.array(values, dtype=np.float64)
+
+
+def held() -> TagCarriers:
+    carriers = TagCarriers()
+    carriers.put("a", ints(1, 2, 3, 5, 8), floats(10.0, 30.0, 30.0, 20.0, 5.0))
+    carriers.put("b", ints(2, 5, 9), floats(30.0, 20.0, 40.0))
+    return carriers
+
+
+def test_newest_first_ties_in_time_later_row_first() -> None:
+    rows, created = held().newest("a", 3)
+    assert rows.tolist() == [3, 2, 5]
+    assert created.tolist() == [30.0, 30.0, 20.0]
+    assert held().newest("a", 10)[0].tolist() == [3, 2, 5, 1, 8]
+
+
+def test_newest_within_given_rows() -> None:
+    rows, _ = held().newest("a", 2, within=ints(8, 1, 5))
+    assert rows.tolist() == [5, 1]
+    assert held().newest("a", 2, within=ints())[0].tolist() == []
+
+
+def test_counts_and_creation_times_of_any_rows() -> None:
+    matched, created = held().counts(ints(5, 2, 4, 9, 1), ["a", "b", "a"])
+    assert matched.tolist() == [2, 2, 0, 1, 1]  # a tag asked twice counts once
+    assert created.tolist() == [20.0, 30.0, 0.0, 40.0, 10.0]
+
+
+def test_added_rows_join_only_the_held_tags_they_carry() -> None:
+    carriers = held()
+    carriers.add([10, 11], [("a", "c"), ("b",)], [50.0, 1.0])
+    assert "c" not in carriers
+    assert carriers.newest("a", 1)[0].tolist() == [10]
+    assert carriers.newest("b", 10)[0].tolist() == [9, 2, 5, 11]
+    # Rows held already, or below the highest held row, keep the order and count once.
+    carriers.add_rows([(5, "a", 20.0), (4, "a", 25.0), (4, "a", 25.0)])
+    matched, created = carriers.counts(ints(4, 5), ["a"])
+    assert matched.tolist() == [1, 1]
+    assert created.tolist() == [25.0, 20.0]
+    assert carriers.newest("a", 10)[0].tolist() == [10, 3, 2, 4, 5, 1, 8]
+
+
+def test_removed_rows_leave_every_tag() -> None:
+    carriers = held()
+    carriers.remove([2, 5, 7])
+    assert carriers.newest("a", 10)[0].tolist() == [3, 1, 8]
+    assert carriers.newest("b", 10)[0].tolist() == [9]
+    assert carriers.counts(ints(2, 5), ["a", "b"])[0].tolist() == [0, 0]
+
+
+def test_capacity_drops_the_tags_asked_for_least_recently() -> None:
+    carriers = TagCarriers(capacity=6)
+    carriers.put("a", ints(1, 2, 3), floats(1, 2, 3))
+    carriers.put("b", ints(4, 5), floats(4, 5))
+    carriers.newest("a", 1)  # "a" was asked for after "b" was read
+    carriers.put("c", ints(6, 7), floats(6, 7))
+    assert carriers.missing(["a", "b", "c"]) == ["b"]
+    assert len(carriers) == 2
+    carriers.clear()
+    assert carriers.missing(["a", "a"]) == ["a"]
