@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -52,16 +53,39 @@ def bm25_term_scores(
     return idf * tf * (K1 + 1.0) / (tf + norm)
 
 
+class Tokens(NamedTuple):
+    """The tokens of some rows, per term: ``sizes[i]`` occurrences of ``terms[i]``, whose
+    row ids are the next ``sizes[i]`` entries of ``docs`` (one per occurrence)."""
+
+    terms: list[str]
+    sizes: IntArray
+    docs: IntArray
+
+    @classmethod
+    def of(cls, occurrences: Sequence[tuple[str, IntArray]]) -> Tokens:
+        """From ``[(term, row id per occurrence)]``."""
+        arrays = [np.asarray(d, dtype=np.int64) for _, d in occurrences]
+        return cls(
+            [t for t, _ in occurrences],
+            np.array([len(a) for a in arrays], dtype=np.int64),
+            np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64),
+        )
+
+
 def term_frequencies(occurrences: Sequence[IntArray]) -> tuple[IntArray, IntArray, IntArray]:
     """From each term's list of row ids, one entry per occurrence (FTS5's instance
     order), to ``(term index, row id, tf)`` per distinct (term, row), sorted by term
     then row: one sort for the whole batch, however many terms."""
-    sizes = [len(o) for o in occurrences]
-    if not sum(sizes):
+    tokens = Tokens.of([("", o) for o in occurrences])
+    return _frequencies(tokens.sizes, tokens.docs)
+
+
+def _frequencies(sizes: IntArray, docs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`term_frequencies` of the flat form (:class:`Tokens`)."""
+    if not int(sizes.sum()):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
-    docs = np.concatenate(occurrences)
-    term = np.repeat(np.arange(len(occurrences), dtype=np.int64), sizes)
+    term = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
     same_term = term[1:] == term[:-1]
     if not np.all(~same_term | (docs[1:] >= docs[:-1])):  # FTS5's order needs no sort
         order = np.lexsort((docs, term))
@@ -98,12 +122,17 @@ class Postings:
         term (``[("flow", [3, 3, 7]), ...]``: row 3 has "flow" twice). Every row id
         must be above :attr:`high`; a row without tokens is still a row (it counts in
         N, as in FTS5)."""
+        self.add(rows, Tokens.of(terms))
+
+    def add(self, rows: IntArray, tokens: Tokens) -> None:
+        """:meth:`extend` with the tokens in their flat form."""
         rows = np.unique(np.asarray(rows, dtype=np.int64))
         if not len(rows):
             return
         if int(rows[0]) <= self.high:
             raise ValueError(f"row ids must grow: got {int(rows[0])}, already have {self.high}")
-        term_of, doc, tf = term_frequencies([np.asarray(d, dtype=np.int64) for _, d in terms])
+        terms = tokens.terms
+        term_of, doc, tf = _frequencies(tokens.sizes, tokens.docs)
         position = np.searchsorted(rows, doc)
         if len(doc) and (
             int(position.max()) >= len(rows) or not np.array_equal(rows[position], doc)
@@ -119,7 +148,7 @@ class Postings:
         bounds = np.searchsorted(term_of, np.arange(len(terms) + 1))
         doc_bytes = doc.tobytes()
         tf_bytes = tf.astype(np.float32).tobytes()
-        for t, (term, _) in enumerate(terms):
+        for t, term in enumerate(terms):
             a, b = int(bounds[t]), int(bounds[t + 1])
             if a == b:
                 continue

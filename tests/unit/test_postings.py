@@ -308,3 +308,44 @@ def test_any_corpus_ranks_like_fts5(
     index.search(text, 5)
     index.delete([f"d{i}" for i in deleted])
     assert_same(index.search(text, 10), fts_ranking(index, text, 10))
+
+
+@pytest.mark.parametrize("by_rows", [False, True], ids=["batch statement", "row by row"])
+def test_postings_follow_every_write_from_an_empty_index(
+    tmp_path: Path, by_rows: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store filled from scratch has its postings when the first search comes (each
+    batch's tokens are added as it commits); they rank like postings built afterwards."""
+    if by_rows:  # values JSON cannot carry take this path
+        monkeypatch.setattr("hybrid_memory.keyword._batch_json", lambda rows: None)
+    path = str(tmp_path / "index.sqlite3")
+    index = KeywordIndex(path, TOKENIZER)
+    assert index._postings is not None  # empty, like the index
+    rng = random.Random(8)
+    index.upsert(random_rows(rng, 150))
+    index.upsert(random_rows(rng, 60, start=100))  # 50 of them replace rows
+    with index.upserting(random_rows(rng, 30, start=400)):
+        pass
+    postings = index._postings
+    assert postings is not None and postings.high == index._next_rowid() - 1
+    for query in QUERIES:
+        assert_same(index.search(query, 40), fts_ranking(index, query, 40))
+    assert index._postings is postings  # followed, not rebuilt by the search
+    index.close()
+    built = KeywordIndex(path, TOKENIZER)
+    assert built._postings is None  # a filled index builds them on the first search
+    for query in QUERIES:
+        assert_same(built.search(query, 40), fts_ranking(built, query, 40))
+    built.close()
+
+
+def test_a_cleared_index_starts_empty_postings_again() -> None:
+    index = KeywordIndex(None, TOKENIZER)
+    index.upsert(random_rows(random.Random(9), 50))
+    index.search("wing", 5)
+    index.clear()
+    assert index.search("wing", 5) == []
+    index.upsert(random_rows(random.Random(10), 40, start=500))
+    for query in QUERIES:
+        assert_same(index.search(query, 20), fts_ranking(index, query, 20))
+    index.close()
