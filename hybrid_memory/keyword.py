@@ -43,11 +43,12 @@ _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 _ID_CACHE = 200_000  # row ids → memory ids kept for ranked rows
 _WORD_CACHE = 50_000  # query words whose FTS5 terms are remembered
 _MMAP_BYTES = 1 << 30
-# Rows changed since the last checkpoint of a file index's write-ahead log (in any table,
-# temporary ones included: sqlite3's total_changes counts them) before a write's commit
-# queues the next one. A memory changes a few rows (its row, text, tags, metadata), so
-# this is one checkpoint per bulk batch, or per ~100 single adds: about as often as
-# SQLite's own autocheckpoint (every 1,000 pages of log) would run.
+# Rows the writes changed since the last checkpoint of a file index's write-ahead log
+# before a write's commit queues the next one. Counted inside writes only (sqlite3's
+# total_changes also counts the temporary tables searches fill: counted whole, a search
+# or two between single adds queued a checkpoint after nearly every add). A memory
+# changes some 30 rows (its row, text, tags, metadata, the scratch tables), so this is
+# one checkpoint per bulk batch, or per ~30 single adds.
 _CHECKPOINT_CHANGES = 1_000
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
@@ -370,8 +371,8 @@ class KeywordIndex:
             # Nothing to build from: the postings start empty and follow every write, so a
             # store filled from scratch has them when its first search comes.
             self._postings = Postings()
-        # Not counted: the schema's writes (mostly rows of temporary tables).
-        self._changes_checkpointed = self._conn.total_changes
+        self._changes_written = 0  # by writes, since the last checkpoint
+        self._write_started = 0  # total_changes when the current write began
 
     # --- schema ---------------------------------------------------------------------
 
@@ -559,6 +560,7 @@ class KeywordIndex:
                 break
             self._lock.release()  # another thread's write queued one meanwhile
         try:
+            self._write_started = self._conn.total_changes
             finished, self._checkpoint = self._checkpoint, None
             if finished is not None:
                 finished.result()  # anything but an sqlite3.Error (a bug) is raised once
@@ -568,11 +570,13 @@ class KeywordIndex:
 
     def _checkpoint_soon(self) -> None:
         """After a write's commit, under the lock: queue a checkpoint of a file index's
-        write-ahead log once :data:`_CHECKPOINT_CHANGES` rows changed since the last."""
+        write-ahead log once writes changed :data:`_CHECKPOINT_CHANGES` rows since the last."""
         changes = self._conn.total_changes
-        if not self.path or changes - self._changes_checkpointed < _CHECKPOINT_CHANGES:
+        self._changes_written += changes - self._write_started
+        self._write_started = changes
+        if not self.path or self._changes_written < _CHECKPOINT_CHANGES:
             return
-        self._changes_checkpointed = changes
+        self._changes_written = 0
         self._checkpoint = self._worker().submit(self._run_checkpoint)
 
     def _run_checkpoint(self) -> None:

@@ -123,6 +123,20 @@ def test_a_file_index_checkpoints_itself_and_the_next_write_waits_for_it(
     index.close()
 
 
+def test_searches_between_single_adds_do_not_bring_checkpoints_forward(tmp_path: Path) -> None:
+    """Searches fill temporary tables (their words go through a scratch FTS5 table);
+    only the writes' own changes count towards the next checkpoint."""
+    index = KeywordIndex(str(tmp_path / "k.sqlite3"), TOKENIZER)
+    rng = random.Random(5)
+    index.upsert(rows(rng, "base", 10))
+    for n in range(10):
+        for _ in range(20):  # new words every time: ~100 rows of scratch tables each
+            index.search(" ".join(rng.sample(VOCABULARY, 5)) + f" novel{n}x{rng.random()}", 5)
+        index.upsert(rows(rng, f"single{n}", 1))
+        assert index._checkpoint is None
+    index.close()
+
+
 def test_close_lets_a_pending_checkpoint_finish(tmp_path: Path) -> None:
     path = tmp_path / "k.sqlite3"
     index = KeywordIndex(str(path), TOKENIZER)
