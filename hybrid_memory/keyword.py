@@ -18,6 +18,7 @@ phrases (several tokens, as with the trigram tokenizer) are ranked by FTS5 itsel
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import re
@@ -28,11 +29,12 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from hybrid_memory.carriers import TagCarriers
+from hybrid_memory.carriers import CAPACITY, TagCarriers
 from hybrid_memory.filters import Node, kind_of, matches, metadata_rows, to_sql
 from hybrid_memory.postings import FloatArray, IntArray, Postings, Tokens, best_first
 
@@ -1115,16 +1117,41 @@ class KeywordIndex:
         return found[:limit]
 
     def _hold(self, tags: Sequence[str]) -> None:
-        """Read the carriers of those of ``tags`` not held yet."""
-        for tag in self._carriers.missing(tags):
-            rows = self._conn.execute(
-                "SELECT rowid, created_at FROM memory_tags WHERE tag = ? ORDER BY rowid", (tag,)
-            ).fetchall()
-            self._carriers.put(
+        """Read the carriers of those of ``tags`` not held yet: when none are held and
+        every tag's fit in half the capacity, all of them in one pass (~0.2 s for the
+        220,000 tag rows of 100,000 memories; one tag at a time, a search met a ~10 ms
+        read for each tag it was the first to match), else tag by tag."""
+        missing = self._carriers.missing(tags)
+        if not missing:
+            return
+        if not self._carriers:
+            (total,) = self._conn.execute("SELECT COUNT(*) FROM memory_tags").fetchone()
+            if total <= CAPACITY // 2:
+                every = self._conn.execute(
+                    "SELECT tag, rowid, created_at FROM memory_tags ORDER BY tag, rowid"
+                )
+                for tag, carriers in itertools.groupby(every, key=itemgetter(0)):
+                    self._put_carriers(tag, list(carriers), tags)
+                missing = self._carriers.missing(missing)  # tags nobody carries
+        for tag in missing:
+            self._put_carriers(
                 tag,
-                np.array([r[0] for r in rows], dtype=np.int64),
-                np.array([r[1] for r in rows], dtype=np.float64),
+                self._conn.execute(
+                    "SELECT tag, rowid, created_at FROM memory_tags WHERE tag = ? ORDER BY rowid",
+                    (tag,),
+                ).fetchall(),
+                tags,
             )
+
+    def _put_carriers(
+        self, tag: str, rows: Sequence[tuple[str, int, float]], asked: Sequence[str]
+    ) -> None:
+        self._carriers.put(
+            tag,
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=np.float64),
+            keep=asked,
+        )
 
     def _held_newest(
         self, tags: Sequence[str], limit: int, within: IntArray | None

@@ -74,3 +74,29 @@ def test_capacity_drops_the_tags_asked_for_least_recently() -> None:
     assert len(carriers) == 2
     carriers.clear()
     assert carriers.missing(["a", "a"]) == ["a"]
+
+
+def test_rows_added_after_the_order_was_read_keep_it_exact() -> None:
+    rng = np.random.default_rng(3)
+    carriers = TagCarriers()
+    rows = np.arange(1, 301, dtype=np.int64)
+    created = rng.integers(0, 40, size=300).astype(np.float64)  # many ties
+    carriers.put("t", rows[:200], created[:200])
+    carriers.newest("t", 5)  # the order exists now and is merged into from here on
+    for start in range(200, 300, 25):
+        batch = slice(start, start + 25)
+        carriers.add(rows[batch].tolist(), [("t",)] * 25, created[batch].tolist())
+        fresh = TagCarriers()
+        fresh.put("t", rows[: start + 25], created[: start + 25])
+        got, expected = carriers.newest("t", 1000), fresh.newest("t", 1000)
+        assert got[0].tolist() == expected[0].tolist()
+        assert got[1].tolist() == expected[1].tolist()
+
+
+def test_tags_a_search_is_reading_are_kept_past_capacity() -> None:
+    carriers = TagCarriers(capacity=4)
+    carriers.put("a", ints(1, 2, 3), floats(1, 2, 3), keep=["a", "b"])
+    carriers.put("b", ints(4, 5, 6), floats(4, 5, 6), keep=["a", "b"])
+    assert carriers.missing(["a", "b"]) == []  # both stay while the search needs them
+    carriers.put("c", ints(7), floats(7))
+    assert carriers.missing(["a", "b", "c"]) == ["a"]  # the oldest goes, till it fits

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from hybrid_memory import keyword
+from hybrid_memory.carriers import TagCarriers
 from hybrid_memory.filters import Node, parse_filter, to_sql
 from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch
 
@@ -173,8 +175,14 @@ def _assert_like_reference(index: KeywordIndex, rng: random.Random, rounds: int 
         )
 
 
-def test_held_carriers_follow_this_indexs_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("capacity", [None, 150], ids=["every tag at once", "tag by tag"])
+def test_held_carriers_follow_this_indexs_writes(
+    tmp_path: Path, capacity: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index = KeywordIndex(str(tmp_path / "index.sqlite3"), TOKENIZER)
+    if capacity is not None:  # too small to hold every tag: read one at a time, evicted
+        monkeypatch.setattr(keyword, "CAPACITY", capacity)
+        index._carriers = TagCarriers(capacity)
     rows = _rows(600, seed=21)
     index.upsert(rows[:400])
     rng = random.Random(3)
