@@ -112,8 +112,8 @@ class TagCarriers:
     def newest(
         self, tag: str, limit: int, within: IntArray | None = None
     ) -> tuple[IntArray, FloatArray]:
-        """The ``limit`` newest carriers of a held ``tag`` (among the sorted row ids
-        ``within``, when given): row ids and creation times, newest first."""
+        """The ``limit`` newest carriers of a held ``tag`` (among the row ids ``within``,
+        when given): row ids and creation times, newest first."""
         held = self._held(tag)
         order = held.newest_first()
         if within is not None:

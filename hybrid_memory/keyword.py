@@ -153,6 +153,31 @@ def _from_bits(bits: str) -> str:
     )
 
 
+def _tokens_sql(vocabulary: str) -> str:
+    """The tokens in an fts5vocab 'instance' table as one JSON text, ``[[term, …], "size,
+    …", "row,row,…"]``: the flat form of :class:`~hybrid_memory.postings.Tokens`. One
+    value, so SQLite does all the work in a single step, during which it releases the
+    GIL, and Python parses two number lists instead of one per term."""
+    return (
+        "SELECT json_array(json_group_array(term), group_concat(n), group_concat(rows)) "
+        f"FROM (SELECT term, COUNT(*) AS n, group_concat(doc) AS rows FROM {vocabulary} "
+        "GROUP BY term)"
+    )
+
+
+def _parse_tokens(text: str) -> Tokens:
+    """:func:`_tokens_sql`'s value as :class:`~hybrid_memory.postings.Tokens`."""
+    terms, sizes, docs = json.loads(text)
+    if not terms:
+        empty = np.zeros(0, dtype=np.int64)
+        return Tokens([], empty, empty)
+    return Tokens(
+        terms,
+        np.fromstring(sizes, dtype=np.int64, sep=","),
+        np.fromstring(docs, dtype=np.int64, sep=","),
+    )
+
+
 # The batch: ``base`` (the first new row id), ``memories`` (a JSON array, one
 # ``[id, text, fts text or null, [tags], metadata JSON text, content hash, created bits,
 # updated bits]`` per row, row id ``base`` + position), ``meta`` (``[position, key, kind,
@@ -195,38 +220,11 @@ CREATE TEMP TRIGGER IF NOT EXISTS index_batch_write INSTEAD OF INSERT ON index_b
                 json_extract(value, '$[3]') AS in_array, json_extract(value, '$[4]') AS raw,
                 json_extract(value, '$[5]') AS is_float
             FROM json_each(NEW.meta));
-    INSERT INTO batch_tokens (tokens) SELECT * FROM ({{grouped}}) WHERE NEW.tokenise;
+    INSERT INTO batch_tokens (tokens) SELECT * FROM ({_tokens_sql("new_terms")})
+        WHERE NEW.tokenise;
     INSERT INTO new_texts (new_texts) SELECT 'delete-all' WHERE NEW.tokenise;
 END;
 """
-
-
-def _tokens_sql(vocabulary: str) -> str:
-    """The tokens in an fts5vocab 'instance' table as one JSON text, ``[[term, …], "size,
-    …", "row,row,…"]``: the flat form of :class:`~hybrid_memory.postings.Tokens`. One
-    value, so SQLite does all the work in a single step, during which it releases the
-    GIL, and Python parses two number lists instead of one per term."""
-    return (
-        "SELECT json_array(json_group_array(term), group_concat(n), group_concat(rows)) "
-        f"FROM (SELECT term, COUNT(*) AS n, group_concat(doc) AS rows FROM {vocabulary} "
-        "GROUP BY term)"
-    )
-
-
-def _parse_tokens(text: str) -> Tokens:
-    """:func:`_tokens_sql`'s value as :class:`~hybrid_memory.postings.Tokens`."""
-    terms, sizes, docs = json.loads(text)
-    if not terms:
-        empty = np.zeros(0, dtype=np.int64)
-        return Tokens([], empty, empty)
-    return Tokens(
-        terms,
-        np.fromstring(sizes, dtype=np.int64, sep=","),
-        np.fromstring(docs, dtype=np.int64, sep=","),
-    )
-
-
-_BATCH_SCHEMA = _BATCH_SCHEMA.replace("{grouped}", _tokens_sql("new_terms"))
 
 
 _META_JSON = json.JSONEncoder(sort_keys=True).encode  # json.dumps(…, sort_keys=True)
@@ -611,10 +609,16 @@ class KeywordIndex:
             tokens: str = c.execute("SELECT tokens FROM temp.batch_tokens").fetchone()[0]
             return tokens
         self._write_rows(batch)
-        if not batch.tokenise:
-            return None
-        tokens = c.execute(_tokens_sql("temp.new_terms")).fetchone()[0]
-        c.execute("INSERT INTO temp.new_texts (new_texts) VALUES ('delete-all')")
+        return self._take_new_tokens() if batch.tokenise else None
+
+    def _take_new_tokens(self) -> str:
+        """The tokens of the rows in the scratch table ``new_texts`` (:func:`_tokens_sql`),
+        which is left empty."""
+        c = self._conn
+        try:
+            tokens: str = c.execute(_tokens_sql("temp.new_terms")).fetchone()[0]
+        finally:
+            c.execute("INSERT INTO temp.new_texts (new_texts) VALUES ('delete-all')")
         return tokens
 
     def _write_rows(self, batch: _Batch) -> None:
@@ -670,13 +674,21 @@ class KeywordIndex:
 
     def _follow_tags(self, batch: _Batch) -> None:
         """Bring the held tag carriers in step with a committed batch."""
-        for row in batch.rows:
-            self._id_rows.pop(row.id, None)
+        self._forget(batch.replaced, [r.id for r in batch.rows])
         try:
-            self._carriers.remove(batch.replaced)
             self._carriers.add(
                 batch.rowids(), [r.tags for r in batch.rows], [r.created_at for r in batch.rows]
             )
+        except Exception:
+            self._carriers.clear()  # read again when next asked for
+
+    def _forget(self, rowids: Sequence[int], ids: Iterable[str]) -> None:
+        """After a commit: rows gone from the index leave the held tag carriers, and the
+        memories written or deleted leave the ids known to their rows."""
+        for memory_id in ids:
+            self._id_rows.pop(memory_id, None)
+        try:
+            self._carriers.remove(rowids)
         except Exception:
             self._carriers.clear()  # read again when next asked for
 
@@ -697,9 +709,7 @@ class KeywordIndex:
                 self._postings = None
                 c.execute("ROLLBACK")
                 raise
-            self._carriers.remove(rowids)
-            for memory_id in found:
-                self._id_rows.pop(memory_id, None)
+            self._forget(rowids, found)
             self._checkpoint_soon()
             return len(rowids)
 
@@ -778,15 +788,11 @@ class KeywordIndex:
         own tokenizer."""
         if self._postings is None or not rows:
             return
-        c = self._conn
-        c.executemany(
+        self._conn.executemany(
             "INSERT INTO temp.new_texts(rowid, text) VALUES (?, ?)",
             [(rowid, _fts_text(text)) for rowid, text in rows],
         )
-        try:
-            tokens = self._tokens("temp.new_terms")
-        finally:
-            c.execute("INSERT INTO temp.new_texts (new_texts) VALUES ('delete-all')")
+        tokens = _parse_tokens(self._take_new_tokens())
         self._postings.add(np.array([r for r, _ in rows], dtype=np.int64), tokens)
 
     def _all_rowids(self) -> IntArray:
@@ -1164,10 +1170,7 @@ class KeywordIndex:
             rows, created = self._carriers.newest(tag, limit, within)
             carriers.update(zip(rows.tolist(), created.tolist(), strict=True))
         rowids = list(carriers)
-        if len(set(tags)) == 1:
-            counts = [1] * len(rowids)
-        else:
-            counts = self._carriers.counts(np.array(rowids, dtype=np.int64), tags)[0].tolist()
+        counts = self._carriers.counts(np.array(rowids, dtype=np.int64), tags)[0].tolist()
         ids = self._ids_of(rowids)
         return [
             TagMatch(ids[r], count, carriers[r], r)
