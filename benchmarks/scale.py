@@ -609,16 +609,16 @@ class ChromaOnly(System):
 
 class ChromaWithLayout(ChromaOnly):
     """Chroma's own add and query of the records as hybrid-memory stores them: tags as
-    an array (so that Chroma's ``$contains`` filters them) and both times. Tells how much
-    of hybrid-memory's ingest is Chroma storing more per memory than the baseline above
-    (which joins the tags into one string)."""
+    one JSON string and both times. Tells how much of hybrid-memory's ingest is Chroma
+    storing more per memory than the baseline above (which joins the tags with commas
+    and keeps one time)."""
 
     @staticmethod
     def _metadata(memory: dict[str, Any]) -> dict[str, Any]:
         created = datetime.fromisoformat(memory["created_at"]).timestamp()
         meta: dict[str, Any] = dict(memory["metadata"])
         if memory["tags"]:
-            meta["hm:tags"] = list(memory["tags"])
+            meta["hm:tags"] = json.dumps(memory["tags"], ensure_ascii=False)
         meta["hm:created_at"] = created
         meta["hm:updated_at"] = created
         return meta

@@ -8,12 +8,17 @@ Users write filters in Chroma's ``where`` syntax over their metadata::
     {"created_at": {"$gte": datetime(2024, 1, 1, tzinfo=UTC)}}   # reserved: times
 
 A filter is validated once into :class:`Condition` / :class:`Logical` nodes, and
-then applied by each search leg *before* its top-k cut: translated to a Chroma
-``where`` for the vector leg (:func:`to_chroma`), to SQL over the keyword index for
-the keyword and tag legs (:func:`to_sql`), or evaluated in Python
-(:func:`matches`). The three agree, including Chroma's rules that ``$ne``,
-``$nin`` and ``$not_contains`` also match memories that lack the field, and that
-numbers never equal booleans.
+then applied by each search leg *before* its top-k cut: translated to SQL over the
+keyword index for the keyword and tag legs (:func:`to_sql`), to a Chroma ``where``
+for the vector leg (:func:`to_chroma`), or evaluated in Python (:func:`matches`).
+The three agree, including Chroma's rules that ``$ne``, ``$nin`` and
+``$not_contains`` also match memories that lack the field, and that numbers never
+equal booleans.
+
+The collection keeps a memory's tags as one JSON string (an array would cost Chroma
+a row in four indexes per tag on every write), so Chroma cannot test them: the
+vector leg runs :func:`chroma_part` of a filter, which every passing memory passes,
+and checks its hits against the keyword index when that part is not exact.
 """
 
 from __future__ import annotations
@@ -184,15 +189,47 @@ def tests_arrays(node: Node | None) -> bool:
 # --- Chroma -------------------------------------------------------------------------
 
 
+def fields_of(node: Node | None) -> set[str]:
+    """The fields the filter tests."""
+    if node is None:
+        return set()
+    if isinstance(node, Logical):
+        return set().union(*(fields_of(c) for c in node.children))
+    return {node.field}
+
+
+def chroma_part(node: Node | None) -> tuple[Node | None, bool]:
+    """The part of a filter that Chroma can test, and whether it is the whole filter.
+
+    Tag conditions are dropped (Chroma holds tags as one string): from an ``$and`` the
+    tag children go, an ``$or`` with a child left with no condition has none. Filters
+    have no negation, so every memory passing ``node`` passes the part; None means
+    no condition."""
+    if node is None:
+        return None, True
+    if isinstance(node, Condition):
+        return (None, False) if node.field == TAGS_FIELD else (node, True)
+    parts = [chroma_part(c) for c in node.children]
+    exact = all(e for _, e in parts)
+    kept = [p for p, _ in parts if p is not None]
+    if node.op == "$or" and len(kept) < len(parts):
+        return None, False
+    if not kept:
+        return None, exact
+    return (kept[0] if len(kept) == 1 else Logical(node.op, tuple(kept))), exact
+
+
 def to_chroma(node: Node | None) -> dict[str, Any] | None:
-    """The filter as a Chroma ``where`` over the stored keys."""
+    """The filter as a Chroma ``where`` over the stored keys; it must not test tags
+    (see :func:`chroma_part`)."""
     if node is None:
         return None
     if isinstance(node, Logical):
         return {node.op: [to_chroma(c) for c in node.children]}
-    if node.field in RESERVED_FIELDS:
-        key = TAGS_KEY if node.field == TAGS_FIELD else TIME_FIELDS[node.field]
-        return {key: {node.op: node.value}}
+    if node.field == TAGS_FIELD:
+        raise ValueError("tags are stored as one string in Chroma: filter them in the index")
+    if node.field in TIME_FIELDS:
+        return {TIME_FIELDS[node.field]: {node.op: node.value}}
     if node.op in LIST_OPS:
         if kind_of(node.value[0]) == "n":
             return _chroma_numbers_in(node)

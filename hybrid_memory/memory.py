@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import math
 import threading
 import time
@@ -64,6 +65,8 @@ from hybrid_memory.filters import (
     TAGS_KEY,
     UPDATED_KEY,
     Node,
+    chroma_part,
+    matches,
     parse_filter,
     tests_arrays,
     to_chroma,
@@ -545,7 +548,7 @@ class HybridMemory:
             rows.append(
                 IndexRow(memory_id, p.text, p.tags, p.metadata, p.content_hash, created, now)
             )
-            metadatas.append(_chroma_metadata(rows[-1]))
+            metadatas.append(_chroma_metadata(rows[-1], existing.get(memory_id)))
         ids = list(records)
         # Ids this store generated (uuid4) cannot exist yet: Chroma's `add` is ~5% cheaper
         # than `upsert`. Ids the caller chose go through `upsert` (another process may
@@ -572,7 +575,7 @@ class HybridMemory:
                         [
                             tag
                             for i in batch
-                            for tag in (existing.get(ids[i]) or {}).get(TAGS_KEY) or ()
+                            for tag in _stored_tags((existing.get(ids[i]) or {}).get(TAGS_KEY))
                             if tag not in rows[i].tags
                         ],
                     )
@@ -708,7 +711,7 @@ class HybridMemory:
                     ids=[memory_id],
                     embeddings=vector,
                     documents=[final_text],
-                    metadatas=[_chroma_metadata(row)],
+                    metadatas=[_chroma_metadata(row, got["metadatas"][0])],
                 )
                 self._index.upsert([row])
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
@@ -736,7 +739,7 @@ class HybridMemory:
                     raise InvalidInputError(
                         "filter", "an empty filter would delete everything; pass ids instead"
                     )
-                id_list = self._chroma("get", where=to_chroma(node), include=[])["ids"]
+                id_list = self._matching_ids(node)
                 if not id_list:
                     return 0
             unique = list(dict.fromkeys(id_list))
@@ -745,6 +748,19 @@ class HybridMemory:
                 self._index.delete(unique)
             self._tags.invalidate()
             return len(unique)
+
+    def _matching_ids(self, node: Node) -> list[str]:
+        """The ids of the collection's memories passing ``node``. Chroma tests the part
+        of the filter it can (see chroma_part); the rest is checked on its records."""
+        part, exact = chroma_part(node)
+        if exact:
+            return list(self._chroma("get", where=to_chroma(part), include=[])["ids"])
+        return [
+            row.id
+            for page in self._pages(where=to_chroma(part))
+            for row in page
+            if matches(node, row.metadata, row.tags, row.created_at, row.updated_at)
+        ]
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -993,23 +1009,40 @@ class HybridMemory:
         rank order. ``ids``: the memories passing ``node``, when the index resolved it."""
         if ids is not None:
             return self._vector_leg_among(vector, depth, ids)
+        part, exact = chroma_part(node)
+        where = to_chroma(part)
+        if exact and not tests_arrays(node):
+            return self._nearest(vector, depth, where)
+        # Chroma cannot test tags (see chroma_part), and Chroma 1.5 keeps array-metadata
+        # index entries of deleted collections, which a new collection's $contains can
+        # match (seen here; scalar filters are unaffected): Chroma's hits for the part
+        # it can test are checked against the keyword index's copy. When tags leave
+        # the part looser than the filter, enough hits are asked for to keep ``depth``
+        # at the filter's share of the part, and more while some are missing.
+        pool = self._index.count(part)
+        wanted = depth
+        if not exact:
+            share = self._index.count(node) / max(1, pool)
+            wanted = min(pool, math.ceil(depth / max(share, 1e-9) * 1.2))
+        while True:
+            hits = self._nearest(vector, max(1, wanted), where)
+            passing = self._index.passing(list(hits), node)
+            kept = {i: s for i, s in hits.items() if i in passing}
+            if len(kept) >= depth or len(hits) < wanted or wanted >= pool:
+                return dict(list(kept.items())[:depth])
+            wanted = min(pool, wanted * 2)
+
+    def _nearest(self, vector: Vector, n: int, where: dict[str, Any] | None) -> dict[str, float]:
         got = self._chroma(
             "query",
             query_embeddings=[vector],
-            n_results=depth,
-            where=to_chroma(node),
+            n_results=n,
+            where=where,
             # Distances only: every other include costs Chroma more than the search
             # itself; the few hits returned are read by id afterwards.
             include=["distances"],
         )
-        hits = _similarities(got)
-        if tests_arrays(node):
-            # Chroma 1.5 keeps array-metadata index entries of deleted collections, and a
-            # new collection's $contains can match them (seen here; scalar filters are
-            # unaffected): check such filters against the keyword index's copy.
-            passing = self._index.passing(list(hits), node)
-            hits = {i: s for i, s in hits.items() if i in passing}
-        return hits
+        return _similarities(got)
 
     def _vector_leg_among(self, vector: Vector, depth: int, ids: list[str]) -> dict[str, float]:
         """Nearest neighbours among ``ids`` only: compared one by one when they are few,
@@ -1093,12 +1126,17 @@ def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
     return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
 
 
-def _chroma_metadata(row: IndexRow) -> dict[str, Any]:
+def _chroma_metadata(row: IndexRow, replacing: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The record's metadata as the collection holds it. ``replacing``: the metadata
+    stored for this id so far, whose keys the write must remove (Chroma's upsert keeps
+    the keys it is not given, and removes those given as None)."""
     meta: dict[str, Any] = dict(row.metadata)
     if row.tags:
-        meta[TAGS_KEY] = list(row.tags)
+        meta[TAGS_KEY] = json.dumps(row.tags, ensure_ascii=False)
     meta[CREATED_KEY] = row.created_at
     meta[UPDATED_KEY] = row.updated_at
+    for key in replacing or ():
+        meta.setdefault(key, None)
     return meta
 
 
@@ -1107,13 +1145,27 @@ def _index_row(
 ) -> IndexRow:
     meta = dict(metadata or {})
     text = document or ""
-    tags = tuple(meta.pop(TAGS_KEY, None) or ())
+    tags = _stored_tags(meta.pop(TAGS_KEY, None))
     created = float(meta.pop(CREATED_KEY, 0.0) or 0.0)
     updated = float(meta.pop(UPDATED_KEY, created) or created)
     # The content hash (for dedup) is derived from the text: it lives in the index only.
     content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
     user = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}
     return IndexRow(memory_id, text, tags, user, str(content_hash), created, updated)
+
+
+def _stored_tags(value: Any) -> tuple[str, ...]:
+    """A memory's tags as the collection holds them: a JSON array in one string, or a
+    Chroma metadata array (as earlier versions wrote them; read as they are)."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        try:
+            tags = json.loads(value)
+        except ValueError:
+            return (value,)  # not written by hybrid-memory: kept as one tag, not lost
+        return tuple(str(t) for t in tags) if isinstance(tags, list) else (value,)
+    return tuple(str(t) for t in value)
 
 
 def _memory(row: IndexRow) -> Memory:
