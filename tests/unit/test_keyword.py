@@ -398,3 +398,23 @@ def test_common_words_are_left_out_of_the_query_above_max_df() -> None:
     assert len(everything) == 21 and [i for i, _ in pruned] == ["rare"]
     # Dropping every word would leave nothing to search: then all are kept.
     assert len(index.search("flow everywhere", 100, max_df=0.5)) == 21
+
+
+def test_counts_kept_between_writes_follow_every_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite3")
+    index, other = KeywordIndex(path, TOKENIZER), KeywordIndex(path, TOKENIZER)
+    index.upsert(
+        [IndexRow(f"m{i}", "text", ("t",), {"flag": i % 2 == 0}, "", 1.0, 1.0) for i in range(6)]
+    )
+    index.upsert([IndexRow("one", "text", (), {"flag": 1}, "", 1.0, 1.0)])
+    true, one = parse_filter({"flag": True}), parse_filter({"flag": 1})
+    assert (index.count(true), index.count(one), index.count()) == (3, 1, 7)  # True is not 1
+    assert (index.count(true), index.count(one)) == (3, 1)  # kept, still apart
+    index.delete(["m0"])
+    assert (index.count(true), index.count()) == (2, 6)
+    other.upsert([IndexRow("x", "text", ("t",), {"flag": True}, "", 2.0, 2.0)])
+    assert (index.count(true), index.count(parse_filter({"tags": {"$contains": "t"}}))) == (3, 6)
+    index.clear()
+    assert (index.count(true), index.count()) == (0, 0)
+    index.close()
+    other.close()
