@@ -86,6 +86,7 @@ EMBEDDING_META = "hm:embedding"
 DIMENSION_META = "hm:dimension"
 
 _PAGE = 5000  # records per Chroma read while syncing
+_TAGS_JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds one per call
 # A filter passing at most this many memories is resolved in the keyword index once,
 # and the vector leg searches just those ids: Chroma's `where` scans its metadata on
 # every query (55 ms at 100,000 memories for one user's 2,000), its `ids=` costs
@@ -1132,7 +1133,7 @@ def _chroma_metadata(row: IndexRow, replacing: Mapping[str, Any] | None = None) 
     the keys it is not given, and removes those given as None)."""
     meta: dict[str, Any] = dict(row.metadata)
     if row.tags:
-        meta[TAGS_KEY] = json.dumps(row.tags, ensure_ascii=False)
+        meta[TAGS_KEY] = _TAGS_JSON(row.tags)
     meta[CREATED_KEY] = row.created_at
     meta[UPDATED_KEY] = row.updated_at
     for key in replacing or ():
