@@ -355,7 +355,7 @@ class KeywordIndex:
             # pages, on the writer's thread (2.3 s of 97 in an ingest of 100,000 memories):
             # the index queues its own instead (:meth:`_checkpoint_soon`).
             self._conn.execute("PRAGMA wal_autocheckpoint=0")
-        # Counts by filter (None: all memories) since the last write; search asks for them.
+        # Counts by filter statement (no filter: "") since the last write; search asks.
         self._counts: dict[tuple[str, tuple[Any, ...]], int] = {}
         # Ranking arrays (None: built by the next search). Tokenizers that turn a word
         # into several tokens (trigram) make every query word a phrase: FTS5 ranks those.
