@@ -1024,7 +1024,7 @@ def ingest_rounds(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """Ingest over repeated rounds: each system's time per round and, for hybrid-memory
     against Chroma, the ratio within each round (the two ran one after the other) and
     its median. Chroma's own add alone moves by several percent between processes."""
-    names = [n for n in rounds[0] if all("error" not in r.get(n, {"error": 1}) for r in rounds)]
+    names = [n for n in rounds[0] if all(n in r and "error" not in r[n] for r in rounds)]
     engine_s = {n: [_get(r[n], "ingest", "engine_s") for r in rounds] for n in names}
     pairs: dict[str, Any] = {}
     for ours, chroma in ((OURS_DISK, CHROMA_DISK), (OURS_MEMORY, CHROMA_MEMORY)):

@@ -186,9 +186,6 @@ def tests_arrays(node: Node | None) -> bool:
     return node.op in ARRAY_OPS
 
 
-# --- Chroma -------------------------------------------------------------------------
-
-
 def fields_of(node: Node | None) -> set[str]:
     """The fields the filter tests."""
     if node is None:
@@ -196,6 +193,9 @@ def fields_of(node: Node | None) -> set[str]:
     if isinstance(node, Logical):
         return set().union(*(fields_of(c) for c in node.children))
     return {node.field}
+
+
+# --- Chroma -------------------------------------------------------------------------
 
 
 def chroma_part(node: Node | None) -> tuple[Node | None, bool]:

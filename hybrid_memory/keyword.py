@@ -26,7 +26,7 @@ import sqlite3
 import struct
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -115,6 +115,25 @@ def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
         content = [t for t in tokens if t.casefold() not in STOPWORDS]
         tokens = content or tokens  # a query of only stopwords still searches them
     return tokens
+
+
+def _row_test(where: Node) -> Callable[[str, str, float, float], bool]:
+    """``where`` as a test of a ``memories`` row: its metadata and tags columns (JSON
+    text), creation and update times. The columns the filter does not test are not
+    decoded."""
+    fields = fields_of(where)
+    with_tags, with_metadata = TAGS_FIELD in fields, bool(fields - RESERVED_FIELDS)
+
+    def passes(metadata: str, tags: str, created: float, updated: float) -> bool:
+        return matches(
+            where,
+            json.loads(metadata) if with_metadata else {},
+            json.loads(tags) if with_tags else (),
+            created,
+            updated,
+        )
+
+    return passes
 
 
 def _chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
@@ -903,18 +922,11 @@ class KeywordIndex:
         rows = self._conn.execute(query, [json.dumps(values)])
         if where is None:
             return {r[0] for r in rows}
-        fields = fields_of(where)  # columns the filter does not test are not decoded
-        with_tags, with_metadata = TAGS_FIELD in fields, bool(fields - RESERVED_FIELDS)
+        passes = _row_test(where)
         return {
             value
             for value, tags, metadata, created, updated in rows
-            if matches(
-                where,
-                json.loads(metadata) if with_metadata else {},
-                json.loads(tags) if with_tags else (),
-                created,
-                updated,
-            )
+            if passes(metadata, tags, created, updated)
         }
 
     def ids(self) -> set[str]:
@@ -1272,6 +1284,7 @@ class KeywordIndex:
         tag_marks = ", ".join("?" * len(tags))
         # Without a filter only the id index and memory_tags are read, not the rows.
         extra = ", m.metadata, m.tags, m.updated_at" if where is not None else ""
+        passes = None if where is None else _row_test(where)
         out: list[TagMatch] = []
         for chunk, marks in _chunks(ids):
             query = (
@@ -1280,9 +1293,7 @@ class KeywordIndex:
                 f"WHERE m.id IN ({marks}) GROUP BY m.rowid"
             )
             for r in self._conn.execute(query, [*tags, *chunk]):
-                if where is None or matches(
-                    where, json.loads(r[4]), json.loads(r[5]), float(r[2]), float(r[6])
-                ):
+                if passes is None or passes(r[4], r[5], float(r[2]), float(r[6])):
                     out.append(TagMatch(r[0], int(r[1]), float(r[2]), int(r[3])))
         return out
 
