@@ -47,6 +47,10 @@ with HybridMemory(path=path) as memory:
     )
     print(f"{memory.count()} memories stored in {path}\n")
 
+    # A hit's score is its Reciprocal Rank Fusion sum, weight / (60 + rank) per leg, with
+    # the legs' weights summing to 1: a memory ranked first by every leg scores
+    # 1/61 = 0.0164, the top of the scale. ranks says where each leg placed it.
+    print("score: weighted RRF sum, 0.0164 = first in every leg; ranks: place in each leg\n")
     for query, options in [
         ("what theme does alice like?", {}),
         ("what editor theme does the user like?", {"filter": {"user": "bob"}}),

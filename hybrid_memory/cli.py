@@ -9,7 +9,8 @@
 so ``--set alpha=0.6``, ``--set alpha=null``, ``--set alpha_values=[0.5,0.7,0.8]``);
 ``--sweep`` evaluates each listed value of a setting in turn on one store (``--grid``:
 every combination of several sweeps); ``--peers`` adds LangChain's EnsembleRetriever
-and LlamaIndex's QueryFusionRetriever on the same data (extra ``bench``). Progress goes
+and LlamaIndex's QueryFusionRetriever on the same data (extra ``bench``, which the
+README's setup command installs through ``dev``). Progress goes
 to stderr; the report (or, with ``--json``, one JSON object) to stdout.
 
 Exit status: 0 on success, 2 on bad arguments or a malformed dataset, 1 on any other
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--peers",
         action="store_true",
         help="also run LangChain EnsembleRetriever and LlamaIndex QueryFusionRetriever "
-        "(pip install 'hybrid-memory[bench]')",
+        "(extra 'bench': installed by the README's setup command; alone: "
+        "pip install 'hybrid-memory[bench]')",
     )
     run.add_argument(
         "--limit", type=int, default=None, metavar="N", help="only the first N queries"

@@ -1,7 +1,7 @@
 """The derived keyword index: BM25 over SQLite FTS5, plus the tag and metadata tables
 the keyword and tag legs filter with.
 
-Derived state (DESIGN.md, "The one rule of state"): every row here can be rebuilt
+Derived state (docs/architecture.md, "The one rule of state"): every row here can be rebuilt
 from the Chroma collection, and :class:`~hybrid_memory.memory.HybridMemory` checks
 it against the collection on open. FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.75;
 Robertson & Zaragoza 2009), stems with Porter by default, persists, and updates

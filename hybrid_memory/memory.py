@@ -13,7 +13,7 @@ Quick tour (runs as written; the first call loads the embedding model)::
 or ``HybridMemory(client=chromadb.HttpClient(...))`` shares one memory through a
 Chroma server.
 
-State (DESIGN.md): the Chroma collection holds everything (text, tags, metadata,
+State (docs/architecture.md): the Chroma collection holds everything (text, tags, metadata,
 times, vectors). The SQLite keyword index is derived from it, checked against it
 on open (count and write watermark) and repaired when it drifted, then kept in
 step by every write of this process and by a periodic check for writes of other

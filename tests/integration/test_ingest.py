@@ -1,6 +1,6 @@
 """Bulk ingest against real embedded Chroma: the keyword index is written beside Chroma's
-add, per Chroma batch, and keeps only what Chroma took (DESIGN.md, "The one rule of
-state"). Chroma's failures here are real ones: input it rejects, a deleted collection."""
+add, per Chroma batch, and keeps only what Chroma took (docs/architecture.md, "The one
+rule of state"). Chroma's failures here are real ones: input it rejects, a deleted collection."""
 
 from __future__ import annotations
 
