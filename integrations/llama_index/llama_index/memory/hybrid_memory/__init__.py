@@ -1,5 +1,7 @@
 """LlamaIndex memory block backed by hybrid-memory (vector + BM25 + tag search).
 
+Example::
+
     from llama_index.core.memory import Memory
     from llama_index.memory.hybrid_memory import HybridMemoryBlock
 

@@ -11,6 +11,7 @@ flushed as hybrid-memory memories and recalls the ones that fit the latest turns
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
@@ -85,7 +86,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         engine.chat("What is my cat called?")  # short-term queue; the block recalls it
 
     Pass an open store as ``memory=`` (it stays yours to close), or let the block
-    open one with ``path=`` / ``url=`` / ``collection=`` / ``settings=`` (then
+    open one with ``path=`` / ``url=`` / ``collection=`` / ``settings=`` /
+    ``embedding=``, as :class:`~hybrid_memory.HybridMemory` takes them (then
     :meth:`close` closes it); with neither, an in-memory store.
 
     **Storing** (``aput``, called by ``Memory`` with the messages it flushes): one
@@ -197,6 +199,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         url: str | None = None,
         collection: str | None = None,
         settings: HybridMemorySettings | None = None,
+        embedding: Any = None,
         **data: Any,
     ) -> None:
         opening = [
@@ -206,6 +209,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 ("url", url),
                 ("collection", collection),
                 ("settings", settings),
+                ("embedding", embedding),
             )
             if value is not None
         ]
@@ -220,7 +224,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 "memory", f"expected a hybrid_memory.HybridMemory, got {type(memory).__name__}"
             )
         try:
-            super().__init__(memory=memory, **data)
+            super().__init__(**{**data, "memory": memory})
         except ValidationError as exc:
             raise _invalid_input(exc) from None
         if self.scope == "user" and not self.user_id:
@@ -228,7 +232,9 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 "user_id", "scope='user' recalls one user's memories: set user_id"
             )
         if memory is None:
-            self.memory = HybridMemory(path, url=url, collection=collection, settings=settings)
+            self.memory = HybridMemory(
+                path, url=url, collection=collection, settings=settings, embedding=embedding
+            )
             self._owns_memory = True
         try:
             self._check_against_store()
@@ -357,10 +363,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             # Another writer stored some of them in the meantime: add the rest one by one.
             added = []
             for record in new:
-                try:
+                with contextlib.suppress(DuplicateIdError):
                     added.append(store.add(**record))
-                except DuplicateIdError:
-                    pass
             return added
 
     # --- recalling ----------------------------------------------------------------------
@@ -464,4 +468,3 @@ def _invalid_input(error: ValidationError) -> InvalidInputError:
     field = ".".join(str(part) for part in first["loc"]) or "HybridMemoryBlock"
     message = str(first["msg"]).removeprefix("Value error, ")
     return InvalidInputError(field, f"{message} (got {first.get('input')!r})")
-
