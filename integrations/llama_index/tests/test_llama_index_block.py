@@ -400,3 +400,29 @@ def test_the_block_serialises_without_its_store(store: HybridMemory) -> None:
     assert dumped["line_format"] == DEFAULT_LINE_FORMAT
     memory = Memory.from_defaults(session_id="s1", memory_blocks=[block])
     assert memory.model_dump()["memory_blocks"][0]["name"] == "recalled_memories"
+
+
+async def test_a_block_can_refuse_short_term_flushes(store: HybridMemory) -> None:
+    block = HybridMemoryBlock(memory=store, accept_short_term_memory=False)
+    await flush(block, "s1", msg("user", "flushed by the Memory"))
+    assert store.count() == 0
+    await block.aput([msg("user", "put on purpose")], session_id="s1")
+    assert set(by_text(store)) == {"put on purpose"}
+
+
+async def test_the_rest_of_a_session_can_be_stored_at_its_end(store: HybridMemory) -> None:
+    block = HybridMemoryBlock(memory=store)
+    memory = Memory.from_defaults(session_id="s1", token_limit=15, memory_blocks=[block])
+    for text in ["My cat is called Miso", "She is orange", "She likes salmon", "Bye for now"]:
+        await memory.aput(msg("user", text))
+    flushed = store.count()
+    assert 0 < flushed < 4
+    # Memory never flushes what is still in its queue; storing all of it is safe, since
+    # what was flushed already is not stored twice.
+    await block.aput(await memory.aget_all(), session_id=memory.session_id)
+    assert set(by_text(store)) == {
+        "My cat is called Miso",
+        "She is orange",
+        "She likes salmon",
+        "Bye for now",
+    }
