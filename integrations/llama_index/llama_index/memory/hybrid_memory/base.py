@@ -164,7 +164,10 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     )
     user_id: str | None = Field(
         default=None,
-        description="Stored as metadata user_id and tag user:<id>; recall is limited to it.",
+        description=(
+            "Stored as metadata user_id and tag user:<id>; with scope 'session' or 'user', "
+            "recall is limited to it."
+        ),
     )
     filter: dict[str, Any] | None = Field(
         default=None,
