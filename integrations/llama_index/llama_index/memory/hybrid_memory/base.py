@@ -1,0 +1,473 @@
+"""A LlamaIndex memory block backed by hybrid-memory.
+
+``Memory`` (``llama_index.core.memory``) keeps the recent chat in a short-term queue
+and, when the queue outgrows its token limit, hands the oldest messages to its memory
+blocks (``aput``). Before every LLM call it asks each block for content to put in
+front of the chat (``aget``), and trims the blocks (``atruncate``) when the whole
+prompt would exceed its token limit. :class:`HybridMemoryBlock` stores what is
+flushed as hybrid-memory memories and recalls the ones that fit the latest turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from os import PathLike
+from typing import Any, Literal
+
+from hybrid_memory import (
+    DuplicateIdError,
+    Hit,
+    HybridMemory,
+    HybridMemorySettings,
+    InvalidInputError,
+    MemoryNotFoundError,
+    MissingDependencyError,
+)
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.bridge.pydantic import (
+        Field,
+        PrivateAttr,
+        ValidationError,
+        field_validator,
+    )
+    from llama_index.core.memory.memory import BaseMemoryBlock
+    from llama_index.core.utils import get_tokenizer
+except ImportError as exc:  # pragma: no cover - the distribution depends on it
+    raise MissingDependencyError("llama-index-core", "llama_index.memory.hybrid_memory") from exc
+
+#: The roles a LlamaIndex chat message can have (``MessageRole`` values).
+ROLES = tuple(role.value for role in MessageRole)
+#: The roles whose messages make up the recall query.
+QUERY_ROLES = ("user", "assistant")
+#: Metadata keys the block writes on every memory it stores.
+MANAGED_KEYS = ("role", "session_id", "source", "user_id")
+#: ``metadata["source"]`` of the memories the block stores.
+SOURCE = "llama_index"
+#: The placeholders ``line_format`` may use.
+LINE_FIELDS = ("role", "date", "text", "session_id", "score", "id", "tags")
+DEFAULT_LINE_FORMAT = "- [{role}, {date}] {text}"
+# Longest recall query, in characters, newest text first (the embedding model reads
+# only the first few hundred words anyway).
+_MAX_QUERY_CHARS = 2000
+_SAMPLE_LINE: dict[str, Any] = {
+    "role": "user",
+    "date": "2026-01-01 00:00",
+    "text": "text",
+    "session_id": "session",
+    "score": 0.5,
+    "id": "id",
+    "tags": "role:user",
+}
+
+
+class HybridMemoryBlock(BaseMemoryBlock[str]):
+    """Long-term memory for a LlamaIndex ``Memory``: flushed chat messages go into a
+    hybrid-memory store, and the memories that best match the latest turns come back.
+
+    Example (offline: the default embedding model ships with hybrid-memory)::
+
+        from llama_index.core.chat_engine import SimpleChatEngine
+        from llama_index.core.llms import MockLLM
+        from llama_index.core.memory import Memory
+        from llama_index.memory.hybrid_memory import HybridMemoryBlock
+
+        block = HybridMemoryBlock(path="./memory", scope="user", user_id="alice")
+        memory = Memory.from_defaults(
+            session_id="alice-1", token_limit=2000, memory_blocks=[block]
+        )
+        engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
+        engine.chat("My cat is called Miso.")
+        ...                                  # later turns push that message out of the
+        engine.chat("What is my cat called?")  # short-term queue; the block recalls it
+
+    Pass an open store as ``memory=`` (it stays yours to close), or let the block
+    open one with ``path=`` / ``url=`` / ``collection=`` / ``settings=`` /
+    ``embedding=``, as :class:`~hybrid_memory.HybridMemory` takes them (then
+    :meth:`close` closes it); with neither, an in-memory store.
+
+    **Storing** (``aput``, called by ``Memory`` with the messages it flushes): one
+    memory per message of a role in ``roles`` that has text (tool-call-only and
+    image-only messages are skipped). Its text is the message's text; its metadata
+    ``role``, ``session_id`` (the ``Memory``'s session, else ``session_id`` of the
+    block), ``user_id`` (when set), ``source="llama_index"`` and ``metadata``; its
+    tags ``role:<role>``, ``session:<id>``, ``user:<id>`` and ``tags``. A message's
+    ``additional_kwargs["timestamp"]`` (or ``["created_at"]``: datetime, ISO 8601 or
+    epoch seconds) becomes the memory's ``created_at``; without one, the time it is
+    stored. The memory's id is derived from user, session, role and text, so flushing
+    the same message again (or the same words again in the same session and role)
+    stores nothing new. A text longer than the store's ``max_text_length`` is stored
+    in parts.
+
+    **Recalling** (``aget``): the query is the text of the last ``query_messages``
+    user and assistant messages, newest first. The search is restricted by
+    ``scope``: ``"session"`` (the ``Memory``'s session, and ``user_id`` when set),
+    ``"user"`` (every session of ``user_id``) or ``"all"``; ``filter`` (a
+    hybrid-memory metadata filter) is added to each. The best ``k`` hits are
+    rendered best first, one ``line_format`` line each, until the next line would
+    take the text past ``max_tokens`` tokens (the store's search gets the same
+    budget). Hits whose text is already in the chat are left out.
+
+    **Truncating** (``atruncate``, when the whole prompt is over the ``Memory``'s
+    token limit): lines are dropped from the end (the least relevant) until enough
+    tokens are freed. ``priority`` 0 would exempt the block from this; the default
+    is 1.
+
+    Async methods run the store's calls in a worker thread, so the event loop is not
+    blocked by embedding or Chroma.
+    """
+
+    name: str = Field(
+        default="recalled_memories",
+        description="The block's name; the Memory wraps its content in a tag of this name.",
+    )
+    description: str | None = Field(
+        default="Memories recalled from earlier turns by hybrid (vector + keyword + tag) search.",
+        description="A description of the memory block.",
+    )
+    priority: int = Field(
+        default=1,
+        description="Truncation priority in the Memory (0: never truncated; 1: truncated last).",
+    )
+    memory: HybridMemory | None = Field(
+        default=None,
+        exclude=True,
+        description="The hybrid-memory store (opened from path/url/settings when not given).",
+    )
+    k: int = Field(default=5, ge=1, description="How many memories to recall at most.")
+    max_tokens: int = Field(
+        default=400, ge=1, description="Token budget of the rendered recalled memories."
+    )
+    query_messages: int = Field(
+        default=3,
+        ge=1,
+        description="How many of the latest user/assistant messages make up the recall query.",
+    )
+    roles: list[str] = Field(
+        default_factory=lambda: ["user", "assistant"],
+        description="Roles of the flushed messages that are stored.",
+    )
+    scope: Literal["session", "user", "all"] = Field(
+        default="session",
+        description=(
+            "Which memories are recalled: 'session' (this session's, and this user's if "
+            "user_id is set), 'user' (all of user_id's sessions) or 'all'."
+        ),
+    )
+    session_id: str | None = Field(
+        default=None,
+        description="Session id to use when the caller passes none (Memory always passes its own).",
+    )
+    user_id: str | None = Field(
+        default=None,
+        description=(
+            "Stored as metadata user_id and tag user:<id>; with scope 'session' or 'user', "
+            "recall is limited to it."
+        ),
+    )
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description="A hybrid-memory metadata filter added to every recall search.",
+    )
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Extra metadata stored with every memory."
+    )
+    tags: list[str] = Field(
+        default_factory=list, description="Extra tags stored with every memory."
+    )
+    line_format: str = Field(
+        default=DEFAULT_LINE_FORMAT,
+        description=f"How one recalled memory is rendered; placeholders {', '.join(LINE_FIELDS)}.",
+    )
+    date_format: str = Field(
+        default="%Y-%m-%d %H:%M", description="strftime format of {date} (UTC)."
+    )
+    tokenizer_fn: Callable[[str], list[Any]] = Field(
+        default_factory=get_tokenizer,
+        exclude=True,
+        description="Counts tokens for max_tokens and truncation (LlamaIndex's default).",
+    )
+
+    _owns_memory: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        memory: HybridMemory | None = None,
+        *,
+        path: str | PathLike[str] | None = None,
+        url: str | None = None,
+        collection: str | None = None,
+        settings: HybridMemorySettings | None = None,
+        embedding: Any = None,
+        **data: Any,
+    ) -> None:
+        opening = [
+            name
+            for name, value in (
+                ("path", path),
+                ("url", url),
+                ("collection", collection),
+                ("settings", settings),
+                ("embedding", embedding),
+            )
+            if value is not None
+        ]
+        if memory is not None and opening:
+            raise InvalidInputError(
+                "memory",
+                f"pass either memory= (an open HybridMemory) or {'/'.join(opening)}= "
+                "to open one, not both",
+            )
+        if memory is not None and not isinstance(memory, HybridMemory):
+            raise InvalidInputError(
+                "memory", f"expected a hybrid_memory.HybridMemory, got {type(memory).__name__}"
+            )
+        try:
+            super().__init__(**{**data, "memory": memory})
+        except ValidationError as exc:
+            raise _invalid_input(exc) from None
+        if self.scope == "user" and not self.user_id:
+            raise InvalidInputError(
+                "user_id", "scope='user' recalls one user's memories: set user_id"
+            )
+        if memory is None:
+            self.memory = HybridMemory(
+                path, url=url, collection=collection, settings=settings, embedding=embedding
+            )
+            self._owns_memory = True
+        try:
+            self._check_against_store()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- validation -------------------------------------------------------------------
+
+    @field_validator("roles")
+    @classmethod
+    def _known_roles(cls, roles: list[str]) -> list[str]:
+        if not roles:
+            raise ValueError(f"give at least one role; allowed: {', '.join(ROLES)}")
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown:
+            raise ValueError(f"unknown roles {unknown}; allowed: {', '.join(ROLES)}")
+        return list(dict.fromkeys(roles))
+
+    @field_validator("metadata")
+    @classmethod
+    def _unmanaged_keys(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(metadata) & set(MANAGED_KEYS))
+        if taken:
+            raise ValueError(
+                f"{taken} are written by the block itself; not allowed: {', '.join(MANAGED_KEYS)}"
+            )
+        return metadata
+
+    @field_validator("line_format")
+    @classmethod
+    def _formattable(cls, line_format: str) -> str:
+        if "\n" in line_format:
+            raise ValueError("one memory is one line: no newline allowed")
+        try:
+            line_format.format(**_SAMPLE_LINE)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"cannot format it ({exc!r}); placeholders allowed: {', '.join(LINE_FIELDS)}"
+            ) from None
+        return line_format
+
+    def _check_against_store(self) -> None:
+        store = self._store
+        if self.k > store.settings.max_k:
+            raise InvalidInputError(
+                "k", f"expected an integer in 1..{store.settings.max_k}, got {self.k}"
+            )
+        if self.filter is not None:
+            try:
+                store.count(filter=self.filter)  # validates the filter; stores nothing
+            except InvalidInputError as exc:
+                raise InvalidInputError("filter", str(exc)) from exc
+
+    @property
+    def _store(self) -> HybridMemory:
+        if self.memory is None:  # only between __init__'s steps
+            raise RuntimeError("HybridMemoryBlock has no store")
+        return self.memory
+
+    def close(self) -> None:
+        """Close the store if this block opened it (one passed in stays open)."""
+        if self._owns_memory and self.memory is not None:
+            self.memory.close()
+
+    # --- storing ------------------------------------------------------------------------
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Store the messages ``Memory`` flushed out of its short-term queue."""
+        records = self.records_for(messages)
+        if records:
+            await asyncio.to_thread(self._store_new, records)
+
+    def records_for(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+        """The hybrid-memory items (``add_many`` dicts) the block stores for ``messages``."""
+        max_length = self._store.settings.max_text_length
+        max_tag = self._store.settings.max_tag_length
+        records: dict[str, dict[str, Any]] = {}
+        for message in messages:
+            role = _role(message)
+            text = message.content or ""
+            if role not in self.roles or not text.strip():
+                continue
+            extra = message.additional_kwargs
+            session = extra.get("session_id") or self.session_id
+            metadata = {**self.metadata, "role": role, "source": SOURCE}
+            tags = [*self.tags, f"role:{role}"]
+            if session:
+                metadata["session_id"] = str(session)
+                tags.append(f"session:{session}")
+            if self.user_id:
+                metadata["user_id"] = self.user_id
+                tags.append(f"user:{self.user_id}")
+            # A tag too long for the store (a long session id) is left out; the
+            # metadata, which filters use, always has the value.
+            tags = [t for t in tags if len(t) <= max_tag]
+            created = extra.get("timestamp", extra.get("created_at"))
+            key = _message_key(self.user_id, session, role, text)
+            parts = [text[i : i + max_length] for i in range(0, len(text), max_length)]
+            for number, part in enumerate(parts):
+                if not part.strip():
+                    continue
+                memory_id = key if len(parts) == 1 else f"{key}-{number}"
+                records[memory_id] = {
+                    "id": memory_id,
+                    "text": part,
+                    "tags": tags,
+                    "metadata": metadata,
+                    "created_at": created,
+                }
+        return list(records.values())
+
+    def _store_new(self, records: list[dict[str, Any]]) -> list[str]:
+        store = self._store
+        new = []
+        for record in records:
+            try:
+                store.get(record["id"])
+            except MemoryNotFoundError:
+                new.append(record)
+        if not new:
+            return []
+        try:
+            return store.add_many(new)
+        except DuplicateIdError:
+            # Another writer stored some of them in the meantime: add the rest one by one.
+            added = []
+            for record in new:
+                with contextlib.suppress(DuplicateIdError):
+                    added.append(store.add(**record))
+            return added
+
+    # --- recalling ----------------------------------------------------------------------
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        """Recall the memories that match the latest messages, rendered as lines."""
+        messages = messages or []
+        query = self.query_for(messages)
+        if not query:
+            return ""
+        where = self.filter_for(block_kwargs.get("session_id"))
+        hits = await asyncio.to_thread(
+            self._store.search, query, k=self.k, filter=where, max_tokens=self.max_tokens
+        )
+        in_chat = {" ".join((m.content or "").split()) for m in messages}
+        return self.render(h for h in hits if " ".join(h.text.split()) not in in_chat)
+
+    def query_for(self, messages: Sequence[ChatMessage]) -> str:
+        """The recall query: the last ``query_messages`` user/assistant texts, newest first."""
+        texts: list[str] = []
+        for message in reversed(messages):
+            text = (message.content or "").strip()
+            if _role(message) in QUERY_ROLES and text:
+                texts.append(text)
+                if len(texts) == self.query_messages:
+                    break
+        return "\n".join(texts)[:_MAX_QUERY_CHARS].strip()
+
+    def filter_for(self, session_id: str | None = None) -> dict[str, Any] | None:
+        """The metadata filter of a recall search in the given session."""
+        parts: list[dict[str, Any]] = [] if self.filter is None else [dict(self.filter)]
+        if self.user_id and self.scope in ("session", "user"):
+            parts.append({"user_id": self.user_id})
+        if self.scope == "session":
+            session = session_id or self.session_id
+            if not session:
+                raise InvalidInputError(
+                    "session_id",
+                    "scope='session' recalls one session's memories, but no session id is "
+                    "known: use the block through a llama_index Memory (it passes its "
+                    "session_id), set session_id= on the block, or use scope='user' or 'all'",
+                )
+            parts.append({"session_id": str(session)})
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else {"$and": parts}
+
+    def render(self, hits: Iterable[Hit]) -> str:
+        """Hits as ``line_format`` lines, best first, within ``max_tokens``."""
+        lines: list[str] = []
+        for hit in hits:
+            candidate = "\n".join([*lines, self._line(hit)])
+            if len(self.tokenizer_fn(candidate)) > self.max_tokens:
+                break
+            lines.append(self._line(hit))
+        return "\n".join(lines)
+
+    def _line(self, hit: Hit) -> str:
+        memory = hit.memory
+        created = memory.created_at
+        return self.line_format.format(
+            role=memory.metadata.get("role", "memory"),
+            date="unknown date" if created is None else created.strftime(self.date_format),
+            text=" ".join(memory.text.split()),
+            session_id=memory.metadata.get("session_id", ""),
+            score=round(hit.score, 4),
+            id=memory.id,
+            tags=", ".join(memory.tags),
+        )
+
+    # --- truncating ---------------------------------------------------------------------
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Drop the least relevant lines until ``tokens_to_truncate`` tokens are freed."""
+        if tokens_to_truncate <= 0:
+            return content
+        lines = content.split("\n")
+        before = len(self.tokenizer_fn(content))
+        while lines:
+            lines.pop()
+            if before - len(self.tokenizer_fn("\n".join(lines))) >= tokens_to_truncate:
+                break
+        return "\n".join(lines) or None
+
+
+def _role(message: ChatMessage) -> str:
+    role = message.role
+    return role.value if isinstance(role, MessageRole) else str(role)
+
+
+def _message_key(user: str | None, session: Any, role: str, text: str) -> str:
+    """A stable memory id for one message: the same words from the same speaker in the
+    same session (and user) are one memory, however often they are flushed."""
+    raw = "\x1f".join([user or "", "" if session is None else str(session), role, text])
+    return "li-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
+
+
+def _invalid_input(error: ValidationError) -> InvalidInputError:
+    """The first pydantic error as the library's InvalidInputError (field, message)."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "HybridMemoryBlock"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return InvalidInputError(field, f"{message} (got {first.get('input')!r})")
