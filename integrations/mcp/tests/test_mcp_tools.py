@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _mcp_test_support import open_store
 from hybrid_memory_mcp import MCPServerSettings, create_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_test_support import open_store
 
 from hybrid_memory import HybridMemory
 
