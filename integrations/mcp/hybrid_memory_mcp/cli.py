@@ -98,6 +98,13 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "hybrid-memory mcp") -
 
     from hybrid_memory_mcp.server import create_server
 
+    if memory.settings.path is None and memory.settings.url is None:
+        print(
+            f"{prog}: note: memories are kept in memory and lost when the server stops; set "
+            "HYBRID_MEMORY_PATH (a directory) or HYBRID_MEMORY_URL (a Chroma server) to keep them",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         server = create_server(memory, settings)
         if settings.transport == "stdio":

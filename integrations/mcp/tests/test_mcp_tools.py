@@ -328,3 +328,30 @@ async def test_namespaces_never_leak(tmp_path: Path) -> None:
         assert store.count() == 5
     finally:
         store.close()
+
+
+def _nested_filter(depth: int) -> dict[str, Any]:
+    where: dict[str, Any] = {"user": "nobody"}
+    for _ in range(depth):
+        where = {"$and": [where]}
+    return where
+
+
+async def test_hostile_input_leaves_the_server_running_and_the_store_unchanged(
+    one_memory_store: HybridMemory,
+) -> None:
+    # Inputs the library may not catch itself (issue 16): whatever happens inside, the
+    # client gets a result or an isError result, never a dead server, and (for these)
+    # nothing stored changes.
+    store = one_memory_store
+    async with Client(create_server(store), mode="legacy") as client:
+        surrogate = await client.call_tool("store_memory", {"text": "lone surrogate \ud800"})
+        assert surrogate.is_error
+        for depth in (50, 100):  # as deep as the SDK's client serialises
+            await client.call_tool("search_memory", {"query": "x", "filter": _nested_filter(depth)})
+            await client.call_tool(
+                "delete_memory", {"filter": _nested_filter(depth), "confirm": True}
+            )
+        assert (await call(client, "memory_stats"))["count"] == 1
+    assert [m.text for m in store.get_many(["keep"])] == ["kept memory"]
+    assert store.count() == 1
