@@ -325,8 +325,6 @@ def create_server(
             if scope.namespace is not None:
                 # The library's dedup by text spans the store; within a namespace it is
                 # done by id instead: the same text always gets the same id here.
-                if not isinstance(text, str):
-                    raise InvalidInputError("text", f"expected a string, got {text!r}")
                 digest = hashlib.sha256(f"{scope.namespace}\0{text}".encode()).hexdigest()
                 stored = scope.stored_id(digest[:32])
                 if exists(stored):

@@ -268,7 +268,7 @@ async def test_concurrent_http_sessions_lose_nothing(http_store: HybridMemory) -
         assert http_store.get(memory_id).text == text
 
 
-def test_stdio_module_entry_matches_console_script() -> None:
+def test_module_entry_and_core_subcommand_share_one_parser() -> None:
     # ``python -m hybrid_memory_mcp.cli --help`` and ``hybrid-memory mcp --help`` describe
     # the same options (one parser).
     direct = subprocess.run(
