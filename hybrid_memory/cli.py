@@ -15,6 +15,13 @@ to stderr; the report (or, with ``--json``, one JSON object) to stdout.
 
 Exit status: 0 on success, 2 on bad arguments or a malformed dataset, 1 on any other
 hybrid-memory error.
+
+Other subcommands come from installed plugins: each entry point in the group
+``hybrid_memory.commands`` names a ``callable(argv: list[str]) -> int`` that receives
+the arguments after its name (``hybrid-memory mcp --port 8765`` calls the ``mcp``
+entry point with ``["--port", "8765"]``). The core imports no plugin: a plugin is
+loaded only when its command is run. A known plugin that is not installed
+(``hybrid-memory mcp``) prints the line that installs it and exits 2.
 """
 
 from __future__ import annotations
@@ -22,18 +29,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import EntryPoint, entry_points
 
 from hybrid_memory.errors import HybridMemoryError, InvalidInputError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "plugin_commands"]
+
+#: The entry-point group plugins register their subcommands in.
+COMMANDS_GROUP = "hybrid_memory.commands"
+#: Plugin commands this project ships, and how to install each when it is missing.
+KNOWN_PLUGINS = {
+    "mcp": (
+        "the MCP memory server",
+        "pip install hybrid-memory-mcp  (from a checkout: pip install -e integrations/mcp)",
+    ),
+}
+_BUILTIN = frozenset({"eval"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def plugin_commands() -> dict[str, EntryPoint]:
+    """The installed plugin subcommands, by name (built-in names cannot be taken)."""
+    found: dict[str, EntryPoint] = {}
+    for entry in entry_points(group=COMMANDS_GROUP):
+        if entry.name not in _BUILTIN:
+            found.setdefault(entry.name, entry)
+    return found
+
+
+def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hybrid-memory", description="Hybrid (vector + BM25 + tag) memory for agents."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Listed for --help only: main() hands a plugin command's arguments to the plugin.
+    for name in sorted({*plugins, *KNOWN_PLUGINS}):
+        purpose = KNOWN_PLUGINS.get(name, ("a plugin command", ""))[0]
+        note = "" if name in plugins else f" (not installed: {KNOWN_PLUGINS[name][1]})"
+        commands.add_parser(name, help=f"{purpose}{note}", add_help=False)
     run = commands.add_parser(
         "eval",
         help="measure retrieval quality on a dataset folder",
@@ -105,9 +138,37 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_plugin(name: str, entry: EntryPoint | None, argv: list[str]) -> int:
+    if entry is None:
+        purpose, install = KNOWN_PLUGINS[name]
+        print(
+            f"hybrid-memory {name}: {purpose} is a separate package that is not installed.\n"
+            f"Install it with: {install}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        command: Callable[[list[str]], int | None] = entry.load()
+    except ImportError as exc:
+        package = entry.dist.name if entry.dist else name
+        install = KNOWN_PLUGINS.get(name, ("", f"pip install {package}"))[1]
+        print(
+            f"hybrid-memory {name}: the plugin could not be loaded ({exc}).\n"
+            f"Reinstall it with: {install}",
+            file=sys.stderr,
+        )
+        return 2
+    return int(command(argv) or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hybrid-memory`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    plugins = plugin_commands()
+    if arguments and (arguments[0] in plugins or arguments[0] in KNOWN_PLUGINS):
+        name = arguments[0]
+        return _run_plugin(name, plugins.get(name), arguments[1:])
+    args = build_parser(list(plugins)).parse_args(arguments)
     try:
         if args.command == "eval":
             return _eval(args)

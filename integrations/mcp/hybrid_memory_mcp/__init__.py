@@ -1,0 +1,35 @@
+"""hybrid-memory-mcp: an MCP server over a hybrid-memory store.
+
+``hybrid-memory mcp`` runs it (stdio by default; ``--transport streamable-http`` for
+HTTP); ``create_server(memory)`` builds it in code.
+"""
+
+from __future__ import annotations
+
+from hybrid_memory_mcp.http import build_http_app
+from hybrid_memory_mcp.server import (
+    DeleteResult,
+    MemoryRecord,
+    MemoryStats,
+    SearchHit,
+    SearchResponse,
+    StoreResult,
+    TagList,
+    create_server,
+)
+from hybrid_memory_mcp.settings import MCPServerSettings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DeleteResult",
+    "MCPServerSettings",
+    "MemoryRecord",
+    "MemoryStats",
+    "SearchHit",
+    "SearchResponse",
+    "StoreResult",
+    "TagList",
+    "build_http_app",
+    "create_server",
+]
