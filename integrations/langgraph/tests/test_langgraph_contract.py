@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hybrid_memory import HybridMemory
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -28,9 +27,10 @@ from langgraph.store.base import (
     PutOp,
     SearchOp,
 )
+from langgraph.store.hybrid_memory import HybridMemoryStore
 from langgraph.store.memory import InMemoryStore
 
-from langgraph.store.hybrid_memory import HybridMemoryStore
+from hybrid_memory import HybridMemory
 
 
 @pytest.fixture(scope="module")
@@ -497,5 +497,5 @@ def test_default_ttl_from_the_config(embedder: Any, tmp_path: Path) -> None:
         store.put(("t",), "b", {"text": "kept"}, ttl=None)
         time.sleep(0.3)
         assert [i.key for i in store.search(("t",))] == ["b"]
-    with pytest.raises(ValueError, match="ttl.default_ttl"):
+    with pytest.raises(ValueError, match=r"ttl\.default_ttl"):
         HybridMemoryStore(path=tmp_path, embedding=embedder, ttl={"default_ttl": 0})

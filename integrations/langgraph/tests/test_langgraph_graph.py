@@ -14,7 +14,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_store
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.store.base import BaseStore
-
 from langgraph.store.hybrid_memory import HybridMemoryStore
 
 
