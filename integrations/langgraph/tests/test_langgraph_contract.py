@@ -1,7 +1,9 @@
 """The BaseStore contract, checked against LangGraph's own InMemoryStore as the reference.
 
 The installed LangGraph packages ship no store conformance suite (langgraph,
-langgraph-checkpoint and langchain-tests were searched), so every test here runs
+langgraph-checkpoint and langgraph-sdk were searched; langchain-tests'
+``base_store.py`` tests LangChain's key-value ``langchain_core.stores.BaseStore``,
+another interface), so every test here runs
 the same operations on an ``InMemoryStore`` (indexed with the same embedding model)
 and on a ``HybridMemoryStore`` over real Chroma in a temporary directory, and
 compares what a user sees: namespaces, keys and values, in order, except the
