@@ -425,6 +425,15 @@ def test_bad_input_raises_clearly_and_changes_nothing(pair: Pair) -> None:
         store.batch(["not an op"])  # type: ignore[list-item]
     assert store.search((), limit=100) == before
     assert store.get(("ok",), "k") is None
+    with pytest.raises(ValueError, match="memory: pass either memory"):
+        HybridMemoryStore(memory=store.memory, path="elsewhere")
+    with pytest.raises(ValueError, match="embed/dims are the HybridMemory's"):
+        HybridMemoryStore(memory=store.memory, index={"dims": 3, "embed": len})  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(ValueError, match=r"index.fields: expected a list"):
+        HybridMemoryStore(memory=store.memory, index={"fields": "text"})  # type: ignore[typeddict-item]
+    # A store over a memory it was given leaves that memory open when closed.
+    HybridMemoryStore(memory=store.memory).close()
+    assert store.get(("a",), "k1") is not None
 
 
 # --- async ---------------------------------------------------------------------------------
