@@ -970,6 +970,23 @@ class KeywordIndex:
                 )
             ]
 
+    def page(self, where: Node | None, limit: int | None, offset: int) -> list[str]:
+        """The ids of the memories passing ``where``, oldest first (``created_at``, then
+        ``id``, so that the order is the same in every process), ``offset`` skipped and at
+        most ``limit`` (None: all)."""
+        sql, params = to_sql(where)
+        query = (
+            "SELECT m.id FROM memories m"
+            + (f" WHERE {sql}" if sql else "")
+            + " ORDER BY m.created_at, m.id LIMIT ? OFFSET ?"
+        )
+        with self._lock:
+            self._catch_up()
+            rows = self._conn.execute(
+                query, [*params, -1 if limit is None else limit, offset]
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def within(self, where: Node | None, cap: int) -> tuple[IntArray, list[str]] | None:
         """The row ids and ids of the memories passing ``where``, when there are at most
         ``cap`` of them (None otherwise): a narrow filter resolved once, for every leg."""

@@ -793,6 +793,34 @@ class HybridMemory:
     def __len__(self) -> int:
         return self.count()
 
+    def list_memories(
+        self,
+        filter: Mapping[str, Any] | None = None,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """The memories passing ``filter`` (all without one), oldest first: by
+        ``created_at``, then by id. ``offset`` skips that many, ``limit`` (None: no
+        limit) caps the answer: together they page through a listing with no query.
+
+        The filter is applied before the paging, in the keyword index, like
+        :meth:`count` with a filter (the index is checked against the collection
+        every ``sync_interval``; call :meth:`sync` to see another process's write
+        at once)."""
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise InvalidInputError("limit", f"expected None or an integer >= 0, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError("offset", f"expected an integer >= 0, got {offset!r}")
+        node = parse_filter(filter)
+        if limit == 0:
+            return []
+        self._maybe_sync()
+        ids = self._index.page(node, limit, offset)
+        return self._hydrate(ids, len(ids))
+
     def tags(self) -> list[str]:
         """Every tag in use, sorted."""
         self._maybe_sync()

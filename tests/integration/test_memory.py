@@ -136,6 +136,46 @@ def test_delete_by_ids_and_by_filter(memory: HybridMemory) -> None:
     assert memory.delete(filter={"user": "nobody"}) == 0
 
 
+def test_list_memories_filters_before_paging_oldest_first(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    store.add_many(
+        [
+            {
+                "text": f"note {i}",
+                "id": f"n{i}",
+                "metadata": {"user": "x" if i % 2 else "y"},
+                "created_at": t0 + timedelta(minutes=i),
+            }
+            for i in range(7)
+        ]
+    )
+    # Equal creation times fall back to the id, so every process pages alike.
+    store.add("tie b", id="tb", created_at=t0 - timedelta(days=1))
+    store.add("tie a", id="ta", created_at=t0 - timedelta(days=1))
+    assert [m.id for m in store.list_memories()] == ["ta", "tb", *(f"n{i}" for i in range(7))]
+    assert [m.id for m in store.list_memories({"user": "x"})] == ["n1", "n3", "n5"]
+    assert [m.id for m in store.list_memories({"user": "x"}, limit=2, offset=1)] == ["n3", "n5"]
+    assert store.list_memories({"user": "x"}, offset=3) == []
+    assert store.list_memories(limit=0) == []
+    first = store.list_memories({"user": "y"}, limit=1)[0]
+    assert (first.text, dict(first.metadata)) == ("note 0", {"user": "y"})
+    assert first.created_at == t0
+    # Upsert keeps the creation time, so the item keeps its place.
+    store.add("note 0 again", id="n0", metadata={"user": "y"}, upsert=True)
+    assert [m.id for m in store.list_memories({"user": "y"})] == ["n0", "n2", "n4", "n6"]
+    store.delete("n2")
+    store.close()
+    reopened = open_store(tmp_path)
+    assert [m.id for m in reopened.list_memories({"user": "y"})] == ["n0", "n4", "n6"]
+    for bad in ({"limit": -1}, {"limit": True}, {"offset": -2}, {"offset": 1.5}):
+        with pytest.raises(InvalidInputError, match=next(iter(bad))):
+            reopened.list_memories(**bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="unknown operator"):
+        reopened.list_memories({"user": {"$like": "x"}})
+    reopened.close()
+
+
 def test_missing_ids_are_errors_and_change_nothing(memory: HybridMemory) -> None:
     memory.add("keep me", id="keep")
     with pytest.raises(MemoryNotFoundError, match="nope"):
