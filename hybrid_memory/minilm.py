@@ -171,7 +171,7 @@ class _Tensor:
 
     def field(self, data: BinaryIO | None, data_name: str) -> tuple[bytes, memoryview]:
         """The tensor as GraphProto.initializer (field 5): header bytes, then inline data."""
-        raw = memoryview(self.array).cast("B")
+        raw = self.array.data.cast("B")
         if data is None or self.array.nbytes < _EXTERNAL_MIN:
             body = self.head + _varint(9 << 3 | 2) + _varint(len(raw))
             return _varint(5 << 3 | 2) + _varint(len(body) + len(raw)) + body, raw
