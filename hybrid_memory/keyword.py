@@ -63,9 +63,15 @@ _DAMAGE_PRIMARY = {11, 26}
 _DAMAGE_EXTENDED = {1032, 522}
 
 
+class IndexDamaged(sqlite3.DatabaseError):
+    """The index's tables contradict each other (damage SQLite itself did not notice)."""
+
+
 def is_damage(exc: BaseException) -> bool:
     """Whether an sqlite3 error says the index file is damaged (rebuild it), rather than
     busy, locked or misused."""
+    if isinstance(exc, IndexDamaged):
+        return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
     code = getattr(exc, "sqlite_errorcode", None)
@@ -413,6 +419,11 @@ class KeywordIndex:
             self._checkpoint = None
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
+            if self._file_id() == self._opened:
+                # Still the file this connection found damaged: start it over. (Another
+                # process that found it damaged first replaced it: that one is opened.)
+                self._start_over(cause)
+                return
             try:
                 self._connect()
             except sqlite3.DatabaseError as exc:
@@ -421,6 +432,16 @@ class KeywordIndex:
                 self._start_over(exc)
             else:
                 log.warning("keyword index %s reopened after: %s", self.path, cause)
+
+    def _file_id(self) -> tuple[int, int] | None:
+        """The index file's identity (device, inode); None in memory or when missing."""
+        if not self.path:
+            return None
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return (stat.st_dev, stat.st_ino)
 
     @contextlib.contextmanager
     def _repairing(self) -> Iterator[None]:
@@ -467,6 +488,7 @@ class KeywordIndex:
         self._conn = sqlite3.connect(
             path or ":memory:", check_same_thread=False, isolation_level=None
         )
+        self._opened = self._file_id()
         try:
             self._open_tables()
         except BaseException:
@@ -1149,6 +1171,8 @@ class KeywordIndex:
             else:
                 rows, scores = best_first(rows, scores, limit)
             ids = self._ids_of(rows.tolist())
+            if len(ids) < len(rows):
+                raise IndexDamaged("ranked rows are missing from the memories table")
             return [(ids[r], float(v)) for r, v in zip(rows.tolist(), scores, strict=True)]
 
     def _passing_best(

@@ -717,8 +717,9 @@ class HybridMemory:
     def _existing_records(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         # In pages: one get with 100,000 ids exceeds SQLite's limit on bound variables.
         found: dict[str, Mapping[str, Any]] = {}
+        ids = list(dict.fromkeys(ids))  # Chroma refuses a repeated id
         for start in range(0, len(ids), _PAGE):
-            page = list(ids[start : start + _PAGE])
+            page = ids[start : start + _PAGE]
             got = self._chroma("get", ids=page, include=["metadatas"])
             found.update((i, m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True))
         return found
@@ -900,7 +901,8 @@ class HybridMemory:
         id_list = _valid_ids(ids)
         if not id_list:
             return []
-        got = self._chroma("get", ids=id_list, include=["documents", "metadatas"])
+        unique = list(dict.fromkeys(id_list))  # Chroma refuses a repeated id
+        got = self._chroma("get", ids=unique, include=["documents", "metadatas"])
         found = {
             i: _memory(_index_row(i, d, m))
             for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)

@@ -291,3 +291,9 @@ def test_an_index_damaged_under_an_open_store_is_rebuilt(tmp_path: Path, how: st
             assert other.search("zebra", alpha=0.0, k=1)[0].id == new
         assert store.search("zebra", alpha=0.0, k=1)[0].id == new
         assert store.count({"i": {"$lt": 10}}) == 10
+
+
+def test_a_repeated_id_is_read_and_deleted_once(seeded: HybridMemory) -> None:
+    # Found by the property tests: Chroma refuses a repeated id in one get.
+    assert [m.id for m in seeded.get_many(["s1", "s2", "s1"])] == ["s1", "s2", "s1"]
+    assert seeded.delete(["s1", "s1"]) == 1 and seeded.count() == 1
