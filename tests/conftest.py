@@ -43,6 +43,26 @@ class HashEmbedding:
         return out
 
 
+class SeededEmbedding:
+    """A random unit vector per distinct text, seeded by the text: deterministic, and
+    spread like real embeddings. (HashEmbedding vectors of texts sharing most words tie
+    at one distance, a degenerate case where Chroma's HNSW graph loses recall; tests
+    that look memories up by their own vector among thousands use this.)"""
+
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        out = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            vector = np.random.default_rng(seed).standard_normal(self.dimension)
+            out.append((vector / np.linalg.norm(vector)).tolist())
+        return out
+
+
 @pytest.fixture
 def hash_embedding() -> HashEmbedding:
     return HashEmbedding()
@@ -126,8 +146,16 @@ class ChromaServer:
         chroma = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
         log = open(self.data / "server.log", "ab")  # noqa: SIM115 - the process keeps it
         self.process = subprocess.Popen(
-            [chroma, "run", "--path", str(self.data / "db"), "--host", "127.0.0.1",
-             "--port", str(self.port)],
+            [
+                chroma,
+                "run",
+                "--path",
+                str(self.data / "db"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},

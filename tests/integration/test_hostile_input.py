@@ -253,8 +253,11 @@ DAMAGE = ["truncated", "random", "header", "middle", "emptied", "deleted"]
 def _fill(store: HybridMemory, n: int = 120) -> None:
     store.add_many(
         [
-            {"text": f"memory {i} about topic{i % 7} and item{i}", "tags": [f"t{i % 5}"],
-             "metadata": {"i": i}}
+            {
+                "text": f"memory {i} about topic{i % 7} and item{i}",
+                "tags": [f"t{i % 5}"],
+                "metadata": {"i": i},
+            }
             for i in range(n)
         ]
     )

@@ -101,8 +101,11 @@ metadata_value = st.one_of(
 )
 metadata = st.one_of(
     st.none(),
-    st.dictionaries(st.one_of(hostile_text, st.sampled_from(["tags", "hm:x", "$a", "ok"])),
-                    metadata_value, max_size=4),
+    st.dictionaries(
+        st.one_of(hostile_text, st.sampled_from(["tags", "hm:x", "$a", "ok"])),
+        metadata_value,
+        max_size=4,
+    ),
     st.sampled_from([[1, 2], "text", 5]),
 )
 tags = st.one_of(st.none(), st.lists(hostile_text, max_size=5), hostile_text, st.integers())
@@ -148,8 +151,10 @@ def condition(draw: st.DrawFn) -> dict[str, Any]:
         return {name: draw(strategy)}
     if op in ("$in", "$nin"):
         first = draw(strategy)
-        same = st.booleans() if isinstance(first, bool) else (
-            st.sampled_from(USERS) if isinstance(first, str) else number
+        same = (
+            st.booleans()
+            if isinstance(first, bool)
+            else (st.sampled_from(USERS) if isinstance(first, str) else number)
         )
         return {name: {op: [first, *draw(st.lists(same, max_size=3))]}}
     if op in ("$gt", "$gte", "$lt", "$lte"):
@@ -172,8 +177,21 @@ junk = st.recursive(
         st.lists(inner, max_size=3),
         st.dictionaries(
             st.one_of(
-                st.sampled_from(["$and", "$or", "$eq", "$in", "$contains", "user", "n", "tags",
-                                 "created_at", "$bogus", "hm:tags"]),
+                st.sampled_from(
+                    [
+                        "$and",
+                        "$or",
+                        "$eq",
+                        "$in",
+                        "$contains",
+                        "user",
+                        "n",
+                        "tags",
+                        "created_at",
+                        "$bogus",
+                        "hm:tags",
+                    ]
+                ),
                 hostile_text,
             ),
             inner,
@@ -239,8 +257,12 @@ def _test(field: str, op: str, operand: Any, memory: dict[str, Any]) -> bool:
         return found if op == "$eq" else not found
     if not single or kind(stored) != "n":
         return False
-    return {"$gt": stored > operand, "$gte": stored >= operand,
-            "$lt": stored < operand, "$lte": stored <= operand}[op]
+    return {
+        "$gt": stored > operand,
+        "$gte": stored >= operand,
+        "$lt": stored < operand,
+        "$lte": stored <= operand,
+    }[op]
 
 
 def expected_ids(where: dict[str, Any]) -> set[str]:
@@ -251,24 +273,36 @@ def expected_ids(where: dict[str, Any]) -> set[str]:
 
 
 @SETTINGS
-@given(text=hostile_text, tags=tags, metadata=metadata, created_at=times,
-       memory_id=st.one_of(st.none(), hostile_text, st.integers(), st.binary(max_size=3)))
+@given(
+    text=hostile_text,
+    tags=tags,
+    metadata=metadata,
+    created_at=times,
+    memory_id=st.one_of(st.none(), hostile_text, st.integers(), st.binary(max_size=3)),
+)
 def test_add_stores_exactly_what_it_acknowledges_or_nothing(
     store: HybridMemory, text: str, tags: Any, metadata: Any, created_at: Any, memory_id: Any
 ) -> None:
     assume(memory_id is None or not (isinstance(memory_id, str) and memory_id.startswith("m")))
     before = snapshot(store)
     try:
-        new_id = store.add(text, id=memory_id, tags=tags, metadata=metadata,
-                           created_at=created_at, allow_duplicates=True)
+        new_id = store.add(
+            text,
+            id=memory_id,
+            tags=tags,
+            metadata=metadata,
+            created_at=created_at,
+            allow_duplicates=True,
+        )
     except InvalidInputError:
         assert snapshot(store) == before
         return
     try:
         got = store.get(new_id)
         assert got.text == text
-        assert got.metadata == {k: list(v) if isinstance(v, tuple) else v
-                                for k, v in (metadata or {}).items()}
+        assert got.metadata == {
+            k: list(v) if isinstance(v, tuple) else v for k, v in (metadata or {}).items()
+        }
         assert len(got.tags) == len(set(got.tags)) == len(set(got.tags) & set(store.tags()))
         assert store.count() == before[0] + 1
         if created_at is not None and got.created_at is not None:
@@ -294,8 +328,13 @@ def test_filters_from_the_grammar_give_exactly_the_passing_memories(
 
 
 @SETTINGS
-@given(where=any_filter, query=hostile_text, k=st.one_of(st.integers(-2, 60), st.floats()),
-       now=times, alpha=st.one_of(st.none(), st.floats()))
+@given(
+    where=any_filter,
+    query=hostile_text,
+    k=st.one_of(st.integers(-2, 60), st.floats()),
+    now=times,
+    alpha=st.one_of(st.none(), st.floats()),
+)
 def test_any_filter_or_argument_gives_a_library_error_or_a_result(
     store: HybridMemory, where: Any, query: Any, k: Any, now: Any, alpha: Any
 ) -> None:
@@ -333,8 +372,16 @@ def test_delete_by_filter_removes_exactly_the_passing_memories(
 
 
 @SETTINGS
-@given(ids=st.one_of(hostile_text, st.lists(st.one_of(hostile_text, st.integers()), max_size=3),
-                     st.integers(), st.binary(max_size=4), st.none(), st.floats()))
+@given(
+    ids=st.one_of(
+        hostile_text,
+        st.lists(st.one_of(hostile_text, st.integers()), max_size=3),
+        st.integers(),
+        st.binary(max_size=4),
+        st.none(),
+        st.floats(),
+    )
+)
 def test_get_and_delete_by_id_give_a_library_error_or_a_result(
     store: HybridMemory, ids: Any
 ) -> None:
