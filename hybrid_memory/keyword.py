@@ -74,6 +74,8 @@ def is_damage(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
+    if any(m in str(exc) for m in ("no such table", "no such fts5 table", "vtable constructor")):
+        return True  # tables this index created are gone: the file was replaced or damaged
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:  # Python < 3.11: only the message tells
         text = str(exc).lower()
