@@ -31,6 +31,7 @@ from typing import Any, Union
 
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.timeutil import to_timestamp
+from hybrid_memory.validation import encodable
 
 # Storage keys in Chroma metadata for the fields hybrid-memory owns.
 TAGS_KEY = "hm:tags"
@@ -48,6 +49,9 @@ LIST_OPS = ("$in", "$nin")
 ARRAY_OPS = ("$contains", "$not_contains")
 COMPARISON_OPS = EQUALITY_OPS + ORDER_OPS + LIST_OPS + ARRAY_OPS
 LOGICAL_OPS = ("$and", "$or")
+# How deeply $and / $or may nest: far beyond any real filter, far below the recursion
+# limit of the parsers here and in Chroma.
+MAX_FILTER_DEPTH = 32
 
 Scalar = Union[str, int, float, bool]  # noqa: UP007 - a runtime alias on 3.10
 
@@ -85,22 +89,30 @@ def parse_filter(where: Mapping[str, Any] | None, *, field: str = "filter") -> N
         raise InvalidInputError(field, f"expected a dict in Chroma where syntax, got {where!r}")
     if not where:
         return None
-    return _parse(where, field)
+    return _parse(where, field, 1)
 
 
-def _parse(where: Mapping[str, Any], path: str) -> Node:
+def _parse(where: Mapping[str, Any], path: str, depth: int) -> Node:
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidInputError(
+            path.split(".", 1)[0],
+            f"nested more than {MAX_FILTER_DEPTH} levels deep ($and / $or); flatten it",
+        )
     if not isinstance(where, Mapping) or not where:
-        raise InvalidInputError(path, f"expected a non-empty dict, got {where!r}")
+        raise InvalidInputError(path, f"expected a non-empty dict, got {_short(where)}")
     nodes: list[Node] = []
     for key, value in where.items():
         if not isinstance(key, str):
             raise InvalidInputError(path, f"field names must be strings, got {key!r}")
+        encodable(key, path)
         if key in LOGICAL_OPS:
             if not isinstance(value, Sequence) or isinstance(value, str) or not value:
                 raise InvalidInputError(
-                    f"{path}.{key}", f"expected a non-empty list of filters, got {value!r}"
+                    f"{path}.{key}", f"expected a non-empty list of filters, got {_short(value)}"
                 )
-            children = tuple(_parse(v, f"{path}.{key}[{i}]") for i, v in enumerate(value))
+            children = tuple(
+                _parse(v, f"{path}.{key}[{i}]", depth + 1) for i, v in enumerate(value)
+            )
             nodes.append(children[0] if len(children) == 1 else Logical(key, children))
         elif key.startswith("$"):
             raise InvalidInputError(
@@ -165,6 +177,12 @@ def _condition(name: str, op: str, value: Any, path: str) -> Condition:
 _INT64 = range(-(2**63), 2**63)
 
 
+def _short(value: Any) -> str:
+    """A repr for an error message, cut short (a deeply nested filter's is huge)."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
 def _scalar(value: Any, path: str) -> Scalar:
     if isinstance(value, float) and not math.isfinite(value):
         # Chroma rejects inf and nan in a where clause ("Invalid where clause").
@@ -172,7 +190,9 @@ def _scalar(value: Any, path: str) -> Scalar:
     if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
         # Neither Chroma nor SQLite can compare integers beyond 64 bits.
         raise InvalidInputError(path, f"integers must fit in 64 bits, got {value!r}")
-    if isinstance(value, (str, bool, int, float)):
+    if isinstance(value, str):
+        return encodable(value, path)
+    if isinstance(value, (bool, int, float)):
         return value
     raise InvalidInputError(path, f"expected a str, int, float or bool, got {value!r}")
 

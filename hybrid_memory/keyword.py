@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import math
+import os
 import re
 import sqlite3
 import struct
@@ -46,6 +48,41 @@ from hybrid_memory.filters import (
     to_sql,
 )
 from hybrid_memory.postings import FloatArray, IntArray, Postings, Tokens, best_first
+
+try:  # POSIX: repairs of one index file by several processes take turns
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("hybrid_memory")
+
+# SQLite result codes that mean the file is damaged or was replaced under this
+# connection, not that it is busy: (primary) SQLITE_CORRUPT, SQLITE_NOTADB, and
+# (extended) SQLITE_READONLY_DBMOVED, SQLITE_IOERR_SHORT_READ.
+_DAMAGE_PRIMARY = {11, 26}
+_DAMAGE_EXTENDED = {1032, 522}
+
+
+class IndexDamaged(sqlite3.DatabaseError):
+    """The index's tables contradict each other (damage SQLite itself did not notice)."""
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether an sqlite3 error says the index file is damaged (rebuild it), rather than
+    busy, locked or misused."""
+    if isinstance(exc, IndexDamaged):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    if any(m in str(exc) for m in ("no such table", "no such fts5 table", "vtable constructor")):
+        return True  # tables this index created are gone: the file was replaced or damaged
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # Python < 3.11: only the message tells
+        text = str(exc).lower()
+        return any(
+            m in text for m in ("malformed", "not a database", "corrupt", "disk i/o error")
+        )
+    return code & 0xFF in _DAMAGE_PRIMARY or code in _DAMAGE_EXTENDED
 
 # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
 # never reused (an updated memory gets a new one), so in-memory postings stay exact.
@@ -361,9 +398,108 @@ class KeywordIndex:
         self.path = path
         self.tokenizer = tokenizer
         self._lock = threading.RLock()
+        # Runs writes beside Chroma's, and checkpoints: one job at a time.
+        self._pool: ThreadPoolExecutor | None = None
+        self._checkpoint: Future[None] | None = None  # the last one queued
+        self.repairs = 0  # times a damaged file was found and started over
+        with self._repairing():
+            try:
+                self._connect()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self._start_over(exc)
+
+    def reset(self, cause: BaseException) -> None:
+        """After ``cause`` (a damage error, :func:`is_damage`) from this index: reopen the
+        file, starting it over empty when it is still damaged (another process may have
+        rebuilt it meanwhile). The caller refills it from the collection."""
+        with self._lock, self._repairing():
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+            self._checkpoint = None
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            if self._file_id() == self._opened:
+                # Still the file this connection found damaged: start it over. (Another
+                # process that found it damaged first replaced it: that one is opened.)
+                self._start_over(cause)
+                return
+            try:
+                self._connect()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self._start_over(exc)
+            else:
+                log.warning("keyword index %s reopened after: %s", self.path, cause)
+
+    def _file_id(self) -> tuple[int, int] | None:
+        """The index file's identity (device, inode); None in memory or when missing."""
+        if not self.path:
+            return None
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return (stat.st_dev, stat.st_ino)
+
+    @contextlib.contextmanager
+    def _repairing(self) -> Iterator[None]:
+        """Opening (and any start over) under an exclusive lock on ``<path>.lock``, so
+        that one process at a time checks and replaces the file."""
+        if not self.path or fcntl is None:
+            yield
+            return
+        with open(self.path + ".lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _start_over(self, cause: BaseException) -> None:
+        """Replace a damaged index file with an empty one (it is derived data)."""
+        log.warning(
+            "keyword index %s is damaged (%s): rebuilding it from the collection",
+            self.path,
+            cause,
+        )
+        self.repairs += 1
+        with contextlib.suppress(sqlite3.Error, AttributeError):
+            self._conn.close()
+        if self.path:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path + suffix)
+        self._connect()
+
+    def _connect(self) -> None:
+        """Open the file (creating the schema) and probe that its tables can be read;
+        sqlite3.DatabaseError when they cannot."""
+        path = self.path
+        if path and (not os.path.exists(path) or os.path.getsize(path) == 0):
+            # No database file (or an empty one) beside a write-ahead log: the file was
+            # deleted or emptied while another connection used it, and that log (and its
+            # shared-memory index) belong to the old file: read with a new one, they
+            # would make a chimera of both.
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path + suffix)
         self._conn = sqlite3.connect(
             path or ":memory:", check_same_thread=False, isolation_level=None
         )
+        self._opened = self._file_id()
+        try:
+            self._open_tables()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            raise
+
+    def _open_tables(self) -> None:
+        path = self.path
         if path:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -379,7 +515,7 @@ class KeywordIndex:
         # Ranking arrays (None: built by the next search). Tokenizers that turn a word
         # into several tokens (trigram) make every query word a phrase: FTS5 ranks those.
         self._postings: Postings | None = None
-        self._fast = not tokenizer.split()[0].lower().startswith("trigram")
+        self._fast = not self.tokenizer.split()[0].lower().startswith("trigram")
         self._word_terms: dict[str, tuple[str, ...]] = {}
         # Memory ids of ranked rows. A row id is never given to another memory (see
         # _next_rowid), so entries stay true until a rebuild renumbers the rows, which
@@ -392,11 +528,13 @@ class KeywordIndex:
         # The carriers of recently matched tags (the tag leg's counts), kept in step with
         # this connection's writes and emptied when another connection wrote.
         self._carriers = TagCarriers()
-        # Runs writes beside Chroma's, and checkpoints: one job at a time.
-        self._pool: ThreadPoolExecutor | None = None
-        self._checkpoint: Future[None] | None = None  # the last one queued
         self.rebuilt_schema = self._ensure_schema()
         self._data_version = self._version()
+        # Every table read once: a damaged file fails here, on open, rather than in a
+        # search (damage the probes miss is caught there: see HybridMemory._guarded).
+        self._conn.execute("SELECT count(*), max(updated_at) FROM memories").fetchone()
+        for table in ("memory_meta", "memory_tags", "memories_vocab", "memories_fts"):
+            self._conn.execute(f"SELECT * FROM {table} LIMIT 1").fetchall()
         if self._fast and self._conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is None:
             # Nothing to build from: the postings start empty and follow every write, so a
             # store filled from scratch has them when its first search comes.
@@ -943,6 +1081,23 @@ class KeywordIndex:
             value = self._conn.execute("SELECT MAX(updated_at) FROM memories").fetchone()[0]
             return None if value is None else float(value)
 
+    def single_valued(self, fields: Iterable[str]) -> list[str]:
+        """Of ``fields``, those some memory holds and none holds as a list."""
+        out: list[str] = []
+        query = "SELECT 1 FROM memory_meta WHERE key = ? AND kind = ? AND in_array = ? LIMIT 1"
+        with self._lock:
+            for name in fields:
+
+                def held(in_array: int, name: str = name) -> bool:
+                    return any(
+                        self._conn.execute(query, (name, kind, in_array)).fetchone()
+                        for kind in "bns"
+                    )
+
+                if held(0) and not held(1):
+                    out.append(name)
+        return out
+
     def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
         """For each content hash already stored, one memory id that has it."""
         out: dict[str, str] = {}
@@ -1035,6 +1190,8 @@ class KeywordIndex:
             else:
                 rows, scores = best_first(rows, scores, limit)
             ids = self._ids_of(rows.tolist())
+            if len(ids) < len(rows):
+                raise IndexDamaged("ranked rows are missing from the memories table")
             return [(ids[r], float(v)) for r, v in zip(rows.tolist(), scores, strict=True)]
 
     def _passing_best(

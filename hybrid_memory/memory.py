@@ -23,19 +23,22 @@ processes (in the background: see :meth:`HybridMemory.sync`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
+import random
+import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
@@ -59,11 +62,13 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.feedback import rocchio
 from hybrid_memory.filters import (
+    ARRAY_OPS,
     CREATED_KEY,
     RESERVED_FIELDS,
     RESERVED_PREFIX,
     TAGS_KEY,
     UPDATED_KEY,
+    Logical,
     Node,
     chroma_part,
     matches,
@@ -72,14 +77,15 @@ from hybrid_memory.filters import (
     to_chroma,
 )
 from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
-from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch, tag_order
+from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch, is_damage, tag_order
 from hybrid_memory.postings import IntArray
 from hybrid_memory.recency import age_in_days, decay_factor
 from hybrid_memory.settings import HybridMemorySettings, load_settings
 from hybrid_memory.tags import TagCache, normalise_tags
-from hybrid_memory.timeutil import now_timestamp, to_datetime, to_timestamp
+from hybrid_memory.timeutil import now_timestamp, stored_datetime, to_timestamp
 from hybrid_memory.tokens import count_tokens
 from hybrid_memory.types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
+from hybrid_memory.validation import encodable
 
 # Collection-level metadata recording how the collection was built.
 EMBEDDING_META = "hm:embedding"
@@ -94,6 +100,7 @@ _TAGS_JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds on
 # degrades (70 ms for 100 ids) while reading those vectors and comparing them all
 # costs 5 ms.
 _NARROW_FILTER = 20_000
+_OPEN_PATIENCE = 10.0  # seconds to keep retrying the opening of a store
 _EXACT_SEARCH = 256
 _SEARCH_ONLY_FIELDS = frozenset(
     {
@@ -115,6 +122,35 @@ _SEARCH_ONLY_FIELDS = frozenset(
         "sync_interval",
     }
 )
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(method: _F) -> _F:
+    """A public operation that survives a damaged keyword index: the index is derived
+    data, so when SQLite finds its file damaged (truncated, overwritten, deleted under
+    this process), the index is rebuilt from the collection and the operation runs
+    again, once. Other SQLite failures become :class:`StoreError`. Writes never run
+    twice: :meth:`HybridMemory._index_write` repairs after Chroma took them."""
+
+    @functools.wraps(method)
+    def run(self: HybridMemory, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise StoreError(f"the keyword index failed: {exc}") from exc
+            self._repair_index(exc)
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"the keyword index {self._index.path} failed again after a rebuild: {exc}; "
+                "check the disk, or delete the file (it is rebuilt from the collection)"
+            ) from exc
+
+    return run  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +278,7 @@ class HybridMemory:
         s = self.settings
         self.embedder: Embedder = resolve_embedding(embedding, s, embedding_name)
         self._queries = QueryCache(self.embedder, s.query_cache_size)
-        self._client = client if client is not None else _make_client(s)
+        self._client = client if client is not None else _make_client(s, attempts=5)
         private = (
             client is None
             and s.path is None
@@ -251,7 +287,7 @@ class HybridMemory:
         )
         self._collection_name = f"hm-{uuid.uuid4().hex[:12]}" if private else s.collection
         self._drop_on_close = private
-        self._collection = self._open_collection()
+        self._collection = self._open_with_retries(own_client=client is None)
         self._dimension: int | None = (self._collection.metadata or {}).get(DIMENSION_META)
         self._index = KeywordIndex(_index_path(s, self._collection_name), s.keyword_tokenizer)
         self._write_lock = threading.RLock()
@@ -268,6 +304,32 @@ class HybridMemory:
 
     # --- opening ----------------------------------------------------------------------
 
+    def _open_with_retries(self, *, own_client: bool) -> Any:
+        """The collection, retried for a while when opening it fails: processes that
+        create a new store at the same moment race in Chroma's own setup (its SQLite
+        schema: "database is locked", "table collections already exists"); each
+        retry starts over with a fresh client."""
+        deadline = time.monotonic() + _OPEN_PATIENCE
+        delay = 0.05
+        while True:
+            try:
+                return self._open_collection()
+            except (EmbeddingMismatchError, InvalidInputError):
+                raise
+            except StoreError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise StoreError(
+                        f"{exc}. Tried for {_OPEN_PATIENCE:.0f} s; is another program holding "
+                        f"the store ({self.settings.url or self.settings.path or 'in memory'}) "
+                        "or is the Chroma server down? (start one with: chroma run --path DIR "
+                        "--host 127.0.0.1 --port 8000)"
+                    ) from exc.__cause__
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+            if own_client:
+                _forget_client(self.settings)
+                self._client = _make_client(self.settings, attempts=3)
+
     def _open_collection(self) -> Any:
         try:
             collection = self._client.get_or_create_collection(
@@ -281,11 +343,17 @@ class HybridMemory:
                 f"could not open Chroma collection {self._collection_name!r}: {exc}"
             ) from exc
         recorded = (collection.metadata or {}).get(EMBEDDING_META)
-        if recorded is None and collection.count() == 0:
-            collection.modify(
-                metadata={**(collection.metadata or {}), EMBEDDING_META: self.embedder.name}
-            )
-        elif recorded != self.embedder.name:
+        try:
+            fresh = recorded is None and collection.count() == 0
+            if fresh:
+                collection.modify(
+                    metadata={**(collection.metadata or {}), EMBEDDING_META: self.embedder.name}
+                )
+        except Exception as exc:
+            raise StoreError(
+                f"could not open Chroma collection {self._collection_name!r}: {exc}"
+            ) from exc
+        if not fresh and recorded != self.embedder.name:
             raise EmbeddingMismatchError(
                 f"collection {self._collection_name!r} was written with embedding "
                 f"{recorded!r}, but this store embeds with {self.embedder.name!r}; vectors of "
@@ -296,6 +364,25 @@ class HybridMemory:
 
     # --- keeping the derived index in step --------------------------------------------------
 
+    def _repair_index(self, cause: BaseException) -> None:
+        """Reopen the keyword index after damage (:func:`is_damage`) and refill it from
+        the collection (DESIGN.md: it is derived state)."""
+        with self._write_lock:
+            self._index.reset(cause)
+            self._sync(reconcile=True)
+            self._tags.invalidate()
+
+    def _index_write(self, write: Callable[[], object]) -> None:
+        """An index write that follows a Chroma write: on damage, the rebuild from the
+        collection (which holds the write) stands in for it."""
+        try:
+            write()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise StoreError(f"the keyword index failed: {exc}") from exc
+            self._repair_index(exc)
+
+    @_guarded
     def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """Bring the keyword index up to date with the collection.
 
@@ -313,6 +400,9 @@ class HybridMemory:
         first call checks before it answers; with ``sync_interval=0`` every call
         does. Call ``sync()`` to see another process's write at once.
         """
+        self._sync(full=full, reconcile=reconcile)
+
+    def _sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         with self._write_lock:
             index = self._index
             collection_id = str(self._collection.id)
@@ -456,6 +546,7 @@ class HybridMemory:
 
     # --- writing ------------------------------------------------------------------------
 
+    @_guarded
     def add(
         self,
         text: str,
@@ -483,6 +574,7 @@ class HybridMemory:
         prepared = [self._prepare(item, "")]
         return self._add(prepared, upsert=upsert, allow_duplicates=allow_duplicates)[0]
 
+    @_guarded
     def add_many(
         self,
         items: Iterable[str | Mapping[str, Any]],
@@ -563,14 +655,27 @@ class HybridMemory:
                     batch = positions[start : start + step]
                     # The index rows are written beside Chroma's write (in a thread: Chroma
                     # holds the GIL, SQLite does not), and committed once Chroma took them.
-                    with self._index.upserting([rows[i] for i in batch]):
-                        self._chroma(
-                            operation,
-                            ids=[ids[i] for i in batch],
-                            embeddings=vectors[batch],
-                            documents=[texts[i] for i in batch],
-                            metadatas=[metadatas[i] for i in batch],
-                        )
+                    for attempt in (1, 2):
+                        written = False
+                        try:
+                            with self._index.upserting([rows[i] for i in batch]):
+                                self._chroma(
+                                    operation,
+                                    ids=[ids[i] for i in batch],
+                                    embeddings=vectors[batch],
+                                    documents=[texts[i] for i in batch],
+                                    metadatas=[metadatas[i] for i in batch],
+                                )
+                                written = True
+                            break
+                        except sqlite3.DatabaseError as exc:
+                            if attempt == 2 or not is_damage(exc):
+                                raise
+                            # Rebuilt from the collection, which holds the batch if
+                            # Chroma took it; else the batch is written again.
+                            self._repair_index(exc)
+                            if written:
+                                break
                     self._note_tags(
                         [rows[i].tags for i in batch],
                         [
@@ -612,8 +717,9 @@ class HybridMemory:
     def _existing_records(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         # In pages: one get with 100,000 ids exceeds SQLite's limit on bound variables.
         found: dict[str, Mapping[str, Any]] = {}
+        ids = list(dict.fromkeys(ids))  # Chroma refuses a repeated id
         for start in range(0, len(ids), _PAGE):
-            page = list(ids[start : start + _PAGE])
+            page = ids[start : start + _PAGE]
             got = self._chroma("get", ids=page, include=["metadatas"])
             found.update((i, m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True))
         return found
@@ -651,6 +757,7 @@ class HybridMemory:
     def _valid_text(self, text: Any, field: str = "text") -> str:
         if not isinstance(text, str):
             raise InvalidInputError(field, f"expected a string, got {type(text).__name__}")
+        encodable(text, field)
         if not text.strip():
             raise InvalidInputError(field, "must not be empty or blank")
         if len(text) > self.settings.max_text_length:
@@ -661,6 +768,7 @@ class HybridMemory:
             )
         return text
 
+    @_guarded
     def update(
         self,
         id: str,
@@ -714,10 +822,11 @@ class HybridMemory:
                     documents=[final_text],
                     metadatas=[_chroma_metadata(row, got["metadatas"][0])],
                 )
-                self._index.upsert([row])
+                self._index_write(lambda: self._index.upsert([row]))
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return _memory(row)
 
+    @_guarded
     def delete(
         self, ids: str | Sequence[str] | None = None, *, filter: Mapping[str, Any] | None = None
     ) -> int:
@@ -726,16 +835,15 @@ class HybridMemory:
             raise InvalidInputError("delete", "give exactly one of ids or filter")
         with self._write_lock:
             if ids is not None:
-                id_list = [ids] if isinstance(ids, str) else list(ids)
+                id_list = _valid_ids(ids)
                 if not id_list:
                     return 0
-                id_list = [_valid_id(i) for i in id_list]
                 present = set(self._existing_records(id_list))
                 missing = [i for i in id_list if i not in present]
                 if missing:
                     raise MemoryNotFoundError(missing[0])
             else:
-                node = parse_filter(filter)
+                node = self._parse_filter(filter)
                 if node is None:
                     raise InvalidInputError(
                         "filter", "an empty filter would delete everything; pass ids instead"
@@ -746,9 +854,27 @@ class HybridMemory:
             unique = list(dict.fromkeys(id_list))
             with self._writing():
                 self._chroma("delete", ids=unique)
-                self._index.delete(unique)
+                self._index_write(lambda: self._index.delete(unique))
             self._tags.invalidate()
             return len(unique)
+
+    def _parse_filter(self, filter: Mapping[str, Any] | None) -> Node | None:
+        """:func:`parse_filter`, refusing ``$contains`` / ``$not_contains`` on a metadata
+        field that holds single values only. Chroma (and so every leg here) reads them
+        as list membership, never as a substring test: on a string field they would
+        match nothing (or everything) without a word."""
+        node = parse_filter(filter)
+        fields = _array_tested_fields(node)
+        if fields:
+            single = self._index.single_valued(sorted(fields))
+            if single:
+                raise InvalidInputError(
+                    "filter",
+                    f"$contains / $not_contains test whether a list holds a value, but "
+                    f"{single[0]!r} holds single values (no memory stores a list there); "
+                    "they do not search within strings: use $eq or $in",
+                )
+        return node
 
     def _matching_ids(self, node: Node) -> list[str]:
         """The ids of the collection's memories passing ``node``. Chroma tests the part
@@ -769,10 +895,14 @@ class HybridMemory:
         """The memory with this id, or :class:`MemoryNotFoundError`."""
         return self.get_many([id])[0]
 
+    @_guarded
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         """The memories with these ids, in the same order; every id must exist."""
-        id_list = [_valid_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
-        got = self._chroma("get", ids=id_list, include=["documents", "metadatas"])
+        id_list = _valid_ids(ids)
+        if not id_list:
+            return []
+        unique = list(dict.fromkeys(id_list))  # Chroma refuses a repeated id
+        got = self._chroma("get", ids=unique, include=["documents", "metadatas"])
         found = {
             i: _memory(_index_row(i, d, m))
             for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
@@ -782,9 +912,10 @@ class HybridMemory:
                 raise MemoryNotFoundError(memory_id)
         return [found[i] for i in id_list]
 
+    @_guarded
     def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """How many memories there are (matching ``filter``, when given)."""
-        node = parse_filter(filter)
+        node = self._parse_filter(filter)
         if node is None:
             return int(self._chroma("count"))
         self._maybe_sync()
@@ -793,6 +924,7 @@ class HybridMemory:
     def __len__(self) -> int:
         return self.count()
 
+    @_guarded
     def list_memories(
         self,
         filter: Mapping[str, Any] | None = None,
@@ -821,6 +953,7 @@ class HybridMemory:
         ids = self._index.page(node, limit, offset)
         return self._hydrate(ids, len(ids))
 
+    @_guarded
     def tags(self) -> list[str]:
         """Every tag in use, sorted."""
         self._maybe_sync()
@@ -844,6 +977,7 @@ class HybridMemory:
 
     # --- search -------------------------------------------------------------------------------
 
+    @_guarded
     def search(
         self,
         query: str,
@@ -882,6 +1016,7 @@ class HybridMemory:
             exclude=None,
         )
 
+    @_guarded
     def related(
         self, id: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None
     ) -> SearchResult:
@@ -932,7 +1067,7 @@ class HybridMemory:
                 "max_tokens", f"expected a positive integer, got {max_tokens!r}"
             )
         now_ts = now_timestamp() if now is None else to_timestamp(now, field="now")
-        node = parse_filter(filter)
+        node = self._parse_filter(filter)
         self._maybe_sync()
         scope = None if node is None else self._index.within(node, _NARROW_FILTER)
         scope_ids = None if scope is None else scope[1]
@@ -1149,6 +1284,17 @@ class HybridMemory:
 # --- record conversion -------------------------------------------------------------------
 
 
+def _array_tested_fields(node: Node | None) -> set[str]:
+    """The metadata fields (not tags) that ``node`` tests with $contains / $not_contains."""
+    if node is None:
+        return set()
+    if isinstance(node, Logical):
+        return set().union(*(_array_tested_fields(c) for c in node.children))
+    if node.op in ARRAY_OPS and node.field not in RESERVED_FIELDS:
+        return {node.field}
+    return set()
+
+
 def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
     """A one-query Chroma result as ``{id: cosine similarity}`` in rank order (the
     collection's distance is cosine: 1 − similarity)."""
@@ -1203,8 +1349,8 @@ def _memory(row: IndexRow) -> Memory:
         text=row.text,
         tags=row.tags,
         metadata=row.metadata,
-        created_at=to_datetime(row.created_at) if row.created_at else None,
-        updated_at=to_datetime(row.updated_at) if row.updated_at else None,
+        created_at=stored_datetime(row.created_at),
+        updated_at=stored_datetime(row.updated_at),
     )
 
 
@@ -1213,7 +1359,19 @@ def _valid_id(value: Any, field: str = "id") -> str:
         raise InvalidInputError(field, f"expected a non-empty string, got {value!r}")
     if len(value) > 512:
         raise InvalidInputError(field, f"at most 512 characters, got {len(value)}")
-    return value
+    return encodable(value, field)
+
+
+def _valid_ids(ids: Any, field: str = "ids") -> list[str]:
+    """One id or a list (tuple, set…) of ids; bytes and other scalars are refused rather
+    than iterated."""
+    if isinstance(ids, str):
+        return [_valid_id(ids, field)]
+    if isinstance(ids, (bytes, bytearray, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(
+            field, f"expected an id (str) or a list of ids, got {type(ids).__name__}"
+        )
+    return [_valid_id(i, f"{field}[{n}]") for n, i in enumerate(ids)]
 
 
 def _valid_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
@@ -1221,34 +1379,89 @@ def _valid_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
         return {}
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(field, f"expected a dict, got {type(metadata).__name__}")
-    allowed = "str, int, float, bool, or a non-empty list of one of those types"
+    allowed = (
+        "str, int (64-bit), finite float, bool, or a non-empty list whose items are all "
+        "str, all int, all float or all bool (Chroma's rule)"
+    )
     out: dict[str, Any] = {}
     for key, value in metadata.items():
         if not isinstance(key, str) or not key:
             raise InvalidInputError(field, f"keys must be non-empty strings, got {key!r}")
+        encodable(key, f"{field} key")
         if key in RESERVED_FIELDS or key.startswith((RESERVED_PREFIX, "chroma:", "#", "$")):
             raise InvalidInputError(
                 f"{field}[{key!r}]",
                 f"reserved name; {', '.join(sorted(RESERVED_FIELDS))} are memory fields and "
                 f"keys may not start with {RESERVED_PREFIX!r}, 'chroma:', '#' or '$'",
             )
-        if isinstance(value, (str, bool, int)) or (
-            isinstance(value, float) and math.isfinite(value)
-        ):
+        where = f"{field}[{key!r}]"
+        if _metadata_scalar(value, where):
             out[key] = value
         elif (
             isinstance(value, (list, tuple))
             and value
-            and all(isinstance(v, (str, bool, int, float)) for v in value)
-            and len({(type(v) is bool, isinstance(v, str)) for v in value}) == 1
+            and all(_metadata_scalar(v, where) for v in value)
+            and len({_metadata_kind(v) for v in value}) == 1
         ):
             out[key] = list(value)
         else:
-            raise InvalidInputError(f"{field}[{key!r}]", f"expected {allowed}, got {value!r}")
+            raise InvalidInputError(where, f"expected {allowed}, got {value!r}")
     return out
 
 
-def _make_client(settings: HybridMemorySettings) -> Any:
+def _metadata_kind(value: Any) -> type:
+    return next(t for t in (bool, int, float, str) if isinstance(value, t))
+
+
+def _metadata_scalar(value: Any, where: str) -> bool:
+    """Whether ``value`` is a storable metadata scalar; InvalidInputError for a scalar
+    no store can hold (an int beyond SQLite's 64 bits, a lone surrogate)."""
+    if isinstance(value, str):
+        encodable(value, where)
+        return True
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise InvalidInputError(
+                where, f"integers must fit in 64 bits (SQLite's and Chroma's limit), got {value}"
+            )
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _forget_client(settings: HybridMemorySettings) -> None:
+    """Drop Chroma's cached system for an embedded store's path, after its setup failed:
+    Chroma keeps one system per path, a half-started one included, and would hand it
+    to the next client."""
+    if not settings.path or settings.url:
+        return
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    with contextlib.suppress(Exception):
+        SharedSystemClient._identifier_to_system.pop(str(settings.path), None)
+        SharedSystemClient._identifier_to_refcount.pop(str(settings.path), None)
+
+
+def _make_client(settings: HybridMemorySettings, *, attempts: int) -> Any:
+    """A Chroma client for the settings, its setup retried ``attempts`` times (see
+    :meth:`HybridMemory._open_with_retries`); StoreError with a hint when it fails."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _new_client(settings)
+        except (InvalidInputError, StoreError):
+            raise
+        except Exception as exc:
+            _forget_client(settings)
+            if attempt < attempts:
+                time.sleep(0.05 * attempt * (0.5 + random.random()))
+                continue
+            where = f"path {settings.path!r}" if settings.path else "an in-memory store"
+            raise StoreError(f"could not set up Chroma for {where}: {exc}") from exc
+    raise AssertionError("unreachable")
+
+
+def _new_client(settings: HybridMemorySettings) -> Any:
     import chromadb
 
     # Chroma's default settings: Chroma keeps one system per path and refuses a second

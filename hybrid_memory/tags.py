@@ -16,6 +16,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 
 from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.validation import encodable
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACE = re.compile(r"\s+", re.UNICODE)
@@ -32,6 +33,7 @@ def normalise_tag(tag: object, *, max_length: int = 100, field: str = "tags") ->
         value = " ".join(tag.split()).lower()
         control = not value.isprintable()
     else:
+        encodable(tag, field)
         value = _SPACE.sub(" ", unicodedata.normalize("NFKC", tag)).strip().casefold()
         control = any(unicodedata.category(ch) == "Cc" for ch in value)
     if not value:

@@ -46,6 +46,26 @@ class HashEmbedding:
         return out
 
 
+class SeededEmbedding:
+    """A random unit vector per distinct text, seeded by the text: deterministic, and
+    spread like real embeddings. (HashEmbedding vectors of texts sharing most words tie
+    at one distance, a degenerate case where Chroma's HNSW graph loses recall; tests
+    that look memories up by their own vector among thousands use this.)"""
+
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        out = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            vector = np.random.default_rng(seed).standard_normal(self.dimension)
+            out.append((vector / np.linalg.norm(vector)).tolist())
+        return out
+
+
 @pytest.fixture
 def hash_embedding() -> HashEmbedding:
     return HashEmbedding()
@@ -105,3 +125,65 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fault: fault injection (kill -9, damaged files, a server restarted); a short form "
+        "runs by default, HYBRID_MEMORY_FAULT_ROUNDS=20 runs the long one",
+    )
+
+
+class ChromaServer:
+    """A ``chroma run`` process on 127.0.0.1 that a test stops and starts again (same
+    port, same data directory)."""
+
+    def __init__(self, data: Path, port: int | None = None) -> None:
+        self.data = data
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> ChromaServer:
+        chroma = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+        log = open(self.data / "server.log", "ab")  # noqa: SIM115 - the process keeps it
+        self.process = subprocess.Popen(
+            [
+                chroma,
+                "run",
+                "--path",
+                str(self.data / "db"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+        )
+        log.close()
+        import chromadb
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
+                return self
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    output = (self.data / "server.log").read_text(errors="replace")[-2000:]
+                    self.stop()
+                    pytest.fail(f"chroma server did not start on {self.url}:\n{output}")
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
