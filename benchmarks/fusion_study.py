@@ -64,6 +64,14 @@ class Config:
     # this share of their top `gate_depth` (None: always)
     feedback_gate: float | None = None
     gate_depth: int = 10
+    # "overlap": share of the two legs' top `gate_depth` in common; "docs": share of the
+    # feedback memories found in the bare vector leg's top `gate_depth`
+    gate_mode: str = "overlap"
+    # feedback memories from the keyword and tag legs' fusion ("keyword", the engine's
+    # way today) or from a first fusion with the bare query's vector leg ("fused")
+    feedback_source: str = "keyword"
+    # feedback weight scaled by min(1, feedback_words / content words of the query)
+    feedback_words: int | None = None
     tag_weight: float = 1.0
     tag_boost: float = 0.5
     # per-query alpha: None, or "length" (alpha grows with the query's content words)
@@ -236,19 +244,24 @@ def rank(prep: Prepared, q: QueryLegs, cfg: Config) -> list[str]:
 
     vector_hits = bare
     use_feedback = cfg.feedback_docs > 0 and cfg.feedback_weight > 0 and weights["vector"] > 0
-    if use_feedback and cfg.feedback_gate is not None:
+    if use_feedback and cfg.feedback_gate is not None and cfg.gate_mode == "overlap":
         n = cfg.gate_depth
         agreement = _overlap([d for d, _ in keyword[:n]], [d for d, _ in bare[:n]])
         use_feedback = agreement >= cfg.feedback_gate
     if use_feedback:
-        first = _fuse(cfg, legs_with([]), weights)
+        first = _fuse(cfg, legs_with(bare if cfg.feedback_source == "fused" else []), weights)
         top = _order(first)[: cfg.feedback_docs]
+        if top and cfg.feedback_gate is not None and cfg.gate_mode == "docs":
+            near = {d for d, _ in bare[: cfg.gate_depth]}
+            if sum(d in near for d in top) / len(top) < cfg.feedback_gate:
+                top = []
         if top:
             index = prep_index(prep)
             rows = [index[d] for d in top]
-            refined = np.asarray(
-                rocchio(q.vector.tolist(), prep.matrix[rows].tolist(), cfg.feedback_weight)
-            )
+            weight = cfg.feedback_weight
+            if cfg.feedback_words:
+                weight *= min(1.0, cfg.feedback_words / max(q.words, 1))
+            refined = np.asarray(rocchio(q.vector.tolist(), prep.matrix[rows].tolist(), weight))
             vector_hits = prep.nearest(q, refined, depth)
     return _order(_fuse(cfg, legs_with(vector_hits), weights))
 
@@ -313,6 +326,35 @@ def diagnosis_configs() -> list[Config]:
 
 def candidate_configs() -> list[Config]:
     configs: list[Config] = [DEFAULTS, PLAIN]
+    for mode, depth, gate in [
+        ("overlap", 10, 0.1), ("overlap", 10, 0.2), ("overlap", 10, 0.3), ("overlap", 20, 0.2),
+        ("docs", 10, 0.34), ("docs", 20, 0.34), ("docs", 20, 0.67), ("docs", 50, 0.34),
+        ("docs", 50, 0.67), ("docs", 100, 0.67),
+    ]:
+        configs.append(replace(DEFAULTS, name=f"defaults gate {mode}@{depth}>={gate}",
+                               feedback_gate=gate, gate_depth=depth, gate_mode=mode))
+    for source in ("keyword", "fused"):
+        for docs, weight in [(3, 0.5), (3, 0.3), (5, 0.5), (2, 0.5)]:
+            configs.append(replace(DEFAULTS, name=f"defaults fb {source} {docs}x{weight}",
+                                   feedback_source=source, feedback_docs=docs,
+                                   feedback_weight=weight))
+        for words in (6, 10):
+            configs.append(replace(DEFAULTS, name=f"defaults fb {source} words<={words}",
+                                   feedback_source=source, feedback_words=words))
+        configs.append(replace(PLAIN, name=f"plain + fb {source}", feedback_docs=3,
+                               feedback_source=source))
+    for long_query, long_alpha in [(10, 0.6), (13, 0.6), (13, 0.7), (8, 0.6)]:
+        configs.append(replace(DEFAULTS, name=f"defaults length>={long_query} a={long_alpha}",
+                               adaptive="length", long_query=long_query, long_alpha=long_alpha))
+    for fb in (0, 3):
+        for alpha in (0.4, 0.5, 0.6, 0.7):
+            configs.append(Config(f"convex a={alpha} fb={fb}", fusion="convex", alpha=alpha,
+                                  feedback_docs=fb))
+    return configs
+
+
+def _unused_grid() -> list[Config]:
+    configs: list[Config] = []
     for fusion in ("rrf", "convex"):
         for alpha in (0.4, 0.5, 0.6):
             for fb in (0, 3):
