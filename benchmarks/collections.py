@@ -68,8 +68,12 @@ def available() -> dict[str, Path]:
     return found
 
 
-def _write(name: str, corpus: list[dict[str, Any]], queries: list[dict[str, Any]],
-           qrels: list[tuple[str, str, int]]) -> Path:
+def _write(
+    name: str,
+    corpus: list[dict[str, Any]],
+    queries: list[dict[str, Any]],
+    qrels: list[tuple[str, str, int]],
+) -> Path:
     if not corpus or not queries or not qrels:
         raise SystemExit(f"{name}: nothing to write (corpus, queries or qrels empty)")
     folder = cache_root() / name
@@ -84,8 +88,10 @@ def _write(name: str, corpus: list[dict[str, Any]], queries: list[dict[str, Any]
         out.write("query-id\tcorpus-id\tscore\n")
         for query_id, doc_id, grade in qrels:
             out.write(f"{query_id}\t{doc_id}\t{grade}\n")
-    print(f"{name}: {len(corpus)} documents, {len(queries)} queries, {len(qrels)} judgments "
-          f"-> {folder}")
+    print(
+        f"{name}: {len(corpus)} documents, {len(queries)} queries, {len(qrels)} judgments "
+        f"-> {folder}"
+    )
     return folder
 
 

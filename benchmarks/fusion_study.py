@@ -23,7 +23,7 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,18 +32,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.vector_cache import CachedEmbedding  # noqa: E402
-from hybrid_memory.eval import (  # noqa: E402
+from benchmarks.vector_cache import CachedEmbedding
+from hybrid_memory.eval import (
     Dataset,
     build_memory,
     load_dataset,
     ndcg_at_k,
     recall_at_k,
 )
-from hybrid_memory.feedback import rocchio  # noqa: E402
-from hybrid_memory.keyword import query_words  # noqa: E402
-from hybrid_memory.peers import matches_filter  # noqa: E402
-from hybrid_memory.tags import normalise_tag  # noqa: E402
+from hybrid_memory.feedback import rocchio
+from hybrid_memory.keyword import query_words
+from hybrid_memory.peers import matches_filter
+from hybrid_memory.tags import normalise_tag
 
 DEPTH = 200  # the deepest candidate list any configuration asks for
 
@@ -297,9 +297,7 @@ def score(prep: Prepared, cfg: Config) -> tuple[float, float]:
 # --- configurations ----------------------------------------------------------------------
 
 DEFAULTS = Config("defaults")
-PLAIN = Config(
-    "plain RRF", drop_stopwords=False, feedback_docs=0, tag_weight=0.0, candidates=100
-)
+PLAIN = Config("plain RRF", drop_stopwords=False, feedback_docs=0, tag_weight=0.0, candidates=100)
 
 
 def diagnosis_configs() -> list[Config]:
@@ -327,29 +325,64 @@ def diagnosis_configs() -> list[Config]:
 def candidate_configs() -> list[Config]:
     configs: list[Config] = [DEFAULTS, PLAIN]
     for mode, depth, gate in [
-        ("overlap", 10, 0.1), ("overlap", 10, 0.2), ("overlap", 10, 0.3), ("overlap", 20, 0.2),
-        ("docs", 10, 0.34), ("docs", 20, 0.34), ("docs", 20, 0.67), ("docs", 50, 0.34),
-        ("docs", 50, 0.67), ("docs", 100, 0.67),
+        ("overlap", 10, 0.1),
+        ("overlap", 10, 0.2),
+        ("overlap", 10, 0.3),
+        ("overlap", 20, 0.2),
+        ("docs", 10, 0.34),
+        ("docs", 20, 0.34),
+        ("docs", 20, 0.67),
+        ("docs", 50, 0.34),
+        ("docs", 50, 0.67),
+        ("docs", 100, 0.67),
     ]:
-        configs.append(replace(DEFAULTS, name=f"defaults gate {mode}@{depth}>={gate}",
-                               feedback_gate=gate, gate_depth=depth, gate_mode=mode))
+        configs.append(
+            replace(
+                DEFAULTS,
+                name=f"defaults gate {mode}@{depth}>={gate}",
+                feedback_gate=gate,
+                gate_depth=depth,
+                gate_mode=mode,
+            )
+        )
     for source in ("keyword", "fused"):
         for docs, weight in [(3, 0.5), (3, 0.3), (5, 0.5), (2, 0.5)]:
-            configs.append(replace(DEFAULTS, name=f"defaults fb {source} {docs}x{weight}",
-                                   feedback_source=source, feedback_docs=docs,
-                                   feedback_weight=weight))
+            configs.append(
+                replace(
+                    DEFAULTS,
+                    name=f"defaults fb {source} {docs}x{weight}",
+                    feedback_source=source,
+                    feedback_docs=docs,
+                    feedback_weight=weight,
+                )
+            )
         for words in (6, 10):
-            configs.append(replace(DEFAULTS, name=f"defaults fb {source} words<={words}",
-                                   feedback_source=source, feedback_words=words))
-        configs.append(replace(PLAIN, name=f"plain + fb {source}", feedback_docs=3,
-                               feedback_source=source))
+            configs.append(
+                replace(
+                    DEFAULTS,
+                    name=f"defaults fb {source} words<={words}",
+                    feedback_source=source,
+                    feedback_words=words,
+                )
+            )
+        configs.append(
+            replace(PLAIN, name=f"plain + fb {source}", feedback_docs=3, feedback_source=source)
+        )
     for long_query, long_alpha in [(10, 0.6), (13, 0.6), (13, 0.7), (8, 0.6)]:
-        configs.append(replace(DEFAULTS, name=f"defaults length>={long_query} a={long_alpha}",
-                               adaptive="length", long_query=long_query, long_alpha=long_alpha))
+        configs.append(
+            replace(
+                DEFAULTS,
+                name=f"defaults length>={long_query} a={long_alpha}",
+                adaptive="length",
+                long_query=long_query,
+                long_alpha=long_alpha,
+            )
+        )
     for fb in (0, 3):
         for alpha in (0.4, 0.5, 0.6, 0.7):
-            configs.append(Config(f"convex a={alpha} fb={fb}", fusion="convex", alpha=alpha,
-                                  feedback_docs=fb))
+            configs.append(
+                Config(f"convex a={alpha} fb={fb}", fusion="convex", alpha=alpha, feedback_docs=fb)
+            )
     return configs
 
 
@@ -360,7 +393,7 @@ def _unused_grid() -> list[Config]:
             for fb in (0, 3):
                 for gate in (None, 0.2, 0.3) if fb else (None,):
                     for tw in (0.5, 1.0):
-                        for k in (60,) if fusion == "rrf" else (60,):
+                        for k in (60,):
                             name = (
                                 f"{fusion} a={alpha} fb={fb}"
                                 + (f" gate={gate}" if gate is not None else "")
@@ -411,7 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         table[cfg.name] = {p.name: score(p, cfg) for p in preps}
         print(
             f"{cfg.name:45s} "
-            + "  ".join(f"{n}: {table[cfg.name][n][0]:.4f}/{table[cfg.name][n][1]:.4f}" for n in names),
+            + "  ".join(
+                f"{n}: {table[cfg.name][n][0]:.4f}/{table[cfg.name][n][1]:.4f}" for n in names
+            ),
             flush=True,
         )
     if len(names) > 1:
@@ -424,7 +459,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         a, b = per_query(prep, DEFAULTS), per_query(prep, PLAIN)
         bins: dict[str, list[str]] = {}
         for q in prep.queries:
-            label = "<=5" if q.words <= 5 else "6-8" if q.words <= 8 else "9-12" if q.words <= 12 else ">12"
+            label = (
+                "<=5"
+                if q.words <= 5
+                else "6-8"
+                if q.words <= 8
+                else "9-12"
+                if q.words <= 12
+                else ">12"
+            )
             bins.setdefault(label, []).append(q.id)
         print(f"\nper query on {prep.name}: defaults vs plain RRF by content words")
         for label in ("<=5", "6-8", "9-12", ">12"):
@@ -434,8 +477,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 db = statistics.fmean(b[i][0] for i in ids)
                 wins = sum(a[i][0] > b[i][0] + 1e-9 for i in ids)
                 losses = sum(a[i][0] < b[i][0] - 1e-9 for i in ids)
-                print(f"  {label:5s} n={len(ids):3d} defaults {da:.4f} plain {db:.4f} "
-                      f"defaults better on {wins}, worse on {losses}")
+                print(
+                    f"  {label:5s} n={len(ids):3d} defaults {da:.4f} plain {db:.4f} "
+                    f"defaults better on {wins}, worse on {losses}"
+                )
     if args.out:
         Path(args.out).write_text(
             json.dumps(

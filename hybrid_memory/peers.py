@@ -67,8 +67,8 @@ __all__ = [
     "langchain_ensemble",
     "llama_index_fusion",
     "matches_filter",
-    "plain_rrf",
     "peer_text",
+    "plain_rrf",
     "require_frameworks",
 ]
 
@@ -398,7 +398,8 @@ class _PlainRRF:
         for start in range(0, len(ids), 1000):
             end = start + 1000
             self._collection.add(ids=ids[start:end], embeddings=vectors[start:end])
-        self._db.executemany("INSERT INTO docs (id, text) VALUES (?, ?)", zip(ids, texts))
+        rows = zip(ids, texts, strict=True)
+        self._db.executemany("INSERT INTO docs (id, text) VALUES (?, ?)", rows)
         self._count += len(ids)
 
     def search(self, query: str, k: int) -> list[str]:
