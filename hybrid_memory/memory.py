@@ -60,7 +60,7 @@ from hybrid_memory.errors import (
     MemoryNotFoundError,
     StoreError,
 )
-from hybrid_memory.feedback import rocchio
+from hybrid_memory.feedback import length_scaled_weight, rocchio
 from hybrid_memory.filters import (
     ARRAY_OPS,
     CREATED_KEY,
@@ -77,7 +77,14 @@ from hybrid_memory.filters import (
     to_chroma,
 )
 from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
-from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch, is_damage, tag_order
+from hybrid_memory.keyword import (
+    IndexRow,
+    KeywordIndex,
+    TagMatch,
+    is_damage,
+    query_words,
+    tag_order,
+)
 from hybrid_memory.postings import IntArray
 from hybrid_memory.recency import age_in_days, decay_factor
 from hybrid_memory.settings import HybridMemorySettings, load_settings
@@ -116,6 +123,7 @@ _SEARCH_ONLY_FIELDS = frozenset(
         "recency_decay",
         "feedback_docs",
         "feedback_weight",
+        "feedback_full_words",
         "drop_stopwords",
         "keyword_max_df",
         "token_encoding",
@@ -1129,7 +1137,10 @@ class HybridMemory:
             top = order_by_score(fused)[: s.feedback_docs]
             if top:
                 got = self._chroma("get", ids=top, include=["embeddings"])
-                vector = rocchio(vector, got["embeddings"], s.feedback_weight)
+                weight = length_scaled_weight(
+                    s.feedback_weight, len(query_words(text)), s.feedback_full_words
+                )
+                vector = rocchio(vector, got["embeddings"], weight)
         vector_hits = {} if vector is None else self._vector_leg(vector, depth, node, scope_ids)
         rankings, tag_counts = fuse(vector_hits)
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)

@@ -9,6 +9,10 @@ documentation shows it, using the same embedding model as hybrid-memory:
 - ``llama_index_fusion``: LlamaIndex ``QueryFusionRetriever([vector index retriever,
   BM25Retriever], mode="reciprocal_rerank", num_queries=1)`` (bm25s with its default
   English stemmer and stopwords; a ``VectorStoreIndex`` on Chroma with cosine distance).
+- ``plain_rrf``: the floor any fusion must clear: equal-weight Reciprocal Rank Fusion
+  (k = 60) of SQLite FTS5 bm25 (porter stemming, every query word OR-ed, no stopword
+  list) and Chroma cosine search, 100 candidates from each; no tags, no feedback. Built
+  from sqlite3 and chromadb alone, so it needs no extra.
 
 Both need the optional extra ``bench`` (``pip install 'hybrid-memory[bench]'``); this
 module imports the frameworks only when a peer is built.
@@ -64,6 +68,7 @@ __all__ = [
     "llama_index_fusion",
     "matches_filter",
     "peer_text",
+    "plain_rrf",
     "require_frameworks",
 ]
 
@@ -359,8 +364,81 @@ class _LlamaIndexFusion:
             self._client.delete_collection(self._collection_name)
 
 
+# --- plain RRF of FTS5 bm25 + dense -------------------------------------------------------
+
+
+def plain_rrf(embedding: EmbeddingLike, *, k: float = 60.0, depth: int = 100) -> Peer:
+    """Equal-weight RRF of SQLite FTS5 bm25 and Chroma cosine search (the floor)."""
+    return _PlainRRF(embedding, k, depth)
+
+
+class _PlainRRF:
+    name = "plain RRF (FTS5 bm25 + dense, k=60)"
+
+    def __init__(self, embedding: EmbeddingLike, k: float, depth: int) -> None:
+        import sqlite3
+
+        self._embedding = embedding
+        self._k = k
+        self._depth = depth
+        self._client, self._collection, self._collection_name = _new_collection("peer-plain")
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE docs USING fts5(id UNINDEXED, text, "
+            "tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        self._count = 0
+
+    def add(self, records: Sequence[PeerRecord]) -> None:
+        if not records:
+            return
+        texts = [peer_text(r) for r in records]
+        ids = [r.id for r in records]
+        vectors = self._embedding.embed_documents(texts)
+        for start in range(0, len(ids), 1000):
+            end = start + 1000
+            self._collection.add(ids=ids[start:end], embeddings=vectors[start:end])
+        rows = zip(ids, texts, strict=True)
+        self._db.executemany("INSERT INTO docs (id, text) VALUES (?, ?)", rows)
+        self._count += len(ids)
+
+    def search(self, query: str, k: int) -> list[str]:
+        if not self._count:
+            return []
+        import re
+
+        depth = min(max(self._depth, k), self._count)
+        words = dict.fromkeys(w.casefold() for w in re.findall(r"\w+", query))
+        keyword: list[str] = []
+        if words:
+            expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+            keyword = [
+                row[0]
+                for row in self._db.execute(
+                    "SELECT id FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
+                    (expression, depth),
+                )
+            ]
+        got = self._collection.query(
+            query_embeddings=[self._embedding.embed_query(query)],
+            n_results=depth,
+            include=["distances"],
+        )
+        fused: dict[str, float] = {}
+        for ranking in (got["ids"][0], keyword):
+            for position, doc_id in enumerate(ranking, start=1):
+                fused[doc_id] = fused.get(doc_id, 0.0) + 0.5 / (self._k + position)
+        return sorted(fused, key=fused.__getitem__, reverse=True)[:k]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.delete_collection(self._collection_name)
+        self._db.close()
+
+
 #: Display name -> factory, in report order.
 PEERS: dict[str, Callable[[EmbeddingLike], Peer]] = {
     _LangChainEnsemble.name: langchain_ensemble,
     _LlamaIndexFusion.name: llama_index_fusion,
+    _PlainRRF.name: plain_rrf,
 }

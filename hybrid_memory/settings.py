@@ -127,6 +127,15 @@ class HybridMemorySettings(BaseSettings):
     feedback_weight: float = Field(
         0.5, ge=0.0, le=1.0, description="Weight of the feedback centroid against the query."
     )
+    feedback_full_words: int = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="Queries of up to this many content words (stopwords left out) get the "
+        "whole feedback weight; longer ones feedback_weight × this / their words (long "
+        "queries carry their own content, and their keyword top is less precise). 0 keeps "
+        "the whole weight for every query.",
+    )
     recency_decay: float = Field(
         0.0,
         ge=0.0,

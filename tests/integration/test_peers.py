@@ -21,6 +21,7 @@ from hybrid_memory.peers import (
     llama_index_fusion,
     matches_filter,
     peer_text,
+    plain_rrf,
 )
 from tests.conftest import HashEmbedding
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
@@ -52,7 +53,9 @@ def minilm() -> MiniLMEmbedder:
 
 
 FACTORIES = pytest.mark.parametrize(
-    "factory", [langchain_ensemble, llama_index_fusion], ids=["langchain", "llama_index"]
+    "factory",
+    [langchain_ensemble, llama_index_fusion, plain_rrf],
+    ids=["langchain", "llama_index", "plain_rrf"],
 )
 
 
@@ -97,8 +100,24 @@ def test_matches_filter_follows_chroma_where_semantics() -> None:
         matches_filter({"session": {"$near": 3}}, meta)
 
 
-def test_peers_registry_names_both_peers() -> None:
-    assert list(PEERS) == ["LangChain EnsembleRetriever", "LlamaIndex QueryFusionRetriever"]
+def test_peers_registry_names_every_peer() -> None:
+    assert list(PEERS) == [
+        "LangChain EnsembleRetriever",
+        "LlamaIndex QueryFusionRetriever",
+        "plain RRF (FTS5 bm25 + dense, k=60)",
+    ]
+
+
+def test_plain_rrf_fuses_both_legs_with_equal_weights() -> None:
+    peer = plain_rrf(HashEmbedder())
+    try:
+        peer.add(RECORDS)
+        # FTS5 syntax in the query is searched as words, never parsed.
+        assert peer.search('quarterly budget AND "review" NEAR(*)', 10)[0] == "m4"
+        # A record found by one leg only still comes back: the fusion keeps every hit.
+        assert set(peer.search("Biscuit", 10)) == {r.id for r in RECORDS}
+    finally:
+        peer.close()
 
 
 # --- behaviour with a cheap embedding ----------------------------------------------------------

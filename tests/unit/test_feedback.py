@@ -36,3 +36,15 @@ def test_a_zero_result_is_returned_as_is() -> None:
 def test_negative_weight_is_refused() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         rocchio([1.0], [[1.0]], -0.1)
+
+
+def test_length_scaled_weight_keeps_short_queries_whole_and_fades_long_ones() -> None:
+    from hybrid_memory.feedback import length_scaled_weight
+
+    assert length_scaled_weight(0.5, 3, 10) == 0.5
+    assert length_scaled_weight(0.5, 10, 10) == 0.5
+    assert length_scaled_weight(0.5, 20, 10) == pytest.approx(0.25)
+    assert length_scaled_weight(0.5, 50, 10) == pytest.approx(0.1)
+    assert length_scaled_weight(0.5, 50, 0) == 0.5  # 0 turns the scaling off
+    with pytest.raises(ValueError):
+        length_scaled_weight(-0.1, 5, 10)
