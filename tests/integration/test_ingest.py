@@ -44,11 +44,21 @@ def test_a_batch_chroma_rejects_mid_ingest_is_in_neither(tmp_path: Path) -> None
     store.search("warmup")  # the in-memory postings exist: they must follow the commits
     store._max_batch = lambda: 3  # type: ignore[method-assign]  # small Chroma batches
     batch = items(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"])
-    # Chroma wants one type in a list; this store lets ints and floats mix. A real
-    # rejection, in the second batch of three.
-    batch[4]["metadata"] = {"mixed": [1, 2.5]}
+    # Input Chroma would refuse is now refused before any write, so the refusal of the
+    # second batch of three is injected: real Chroma takes the first, then raises.
+    real_add = store._collection.add
+    calls = []
+
+    def add_then_refuse(**kwargs: object) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("Expected metadata list values to be of one type (injected)")
+        real_add(**kwargs)
+
+    store._collection.add = add_then_refuse
     with pytest.raises(StoreError, match="Chroma add failed"):
         store.add_many(batch)
+    store._collection.add = real_add
     assert len(chroma_ids(store)) == 4  # warmup + the first batch
     assert index_ids(store) == chroma_ids(store)
     for word in ("alpha", "bravo", "charlie"):
@@ -103,11 +113,19 @@ def test_an_index_write_failing_after_chroma_took_the_rows_is_repaired_by_sync(
     tmp_path: Path,
 ) -> None:
     store = open_store(tmp_path)
-    # Chroma takes an int beyond 64 bits (as a float); SQLite refuses it. As before the
-    # index was written beside Chroma: the add raises, Chroma has the memory, the index
-    # does not, and the next sync repairs that.
-    with pytest.raises(OverflowError):
-        store.add("memory about a huge number", metadata={"n": 2**70})
+    # Chroma stores the memory, then its call raises (as a server whose answer is lost
+    # would): the index rolls its rows back, Chroma has the memory, the index does not,
+    # and the next sync repairs that.
+    real_add = store._collection.add
+
+    def add_then_fail(**kwargs: object) -> None:
+        real_add(**kwargs)
+        raise ConnectionError("the answer was lost after the write (injected)")
+
+    store._collection.add = add_then_fail
+    with pytest.raises(StoreError, match="Chroma add failed"):
+        store.add("memory about a huge number", metadata={"n": 2**40})
+    store._collection.add = real_add
     assert len(chroma_ids(store)) == 1 and store._index.count() == 0
     store.sync()
     assert index_ids(store) == chroma_ids(store)
