@@ -403,12 +403,7 @@ class KeywordIndex:
         self._checkpoint: Future[None] | None = None  # the last one queued
         self.repairs = 0  # times a damaged file was found and started over
         with self._repairing():
-            try:
-                self._connect()
-            except sqlite3.DatabaseError as exc:
-                if not is_damage(exc):
-                    raise
-                self._start_over(exc)
+            self._connect_or_start_over()
 
     def reset(self, cause: BaseException) -> None:
         """After ``cause`` (a damage error, :func:`is_damage`) from this index: reopen the
@@ -426,13 +421,7 @@ class KeywordIndex:
                 # process that found it damaged first replaced it: that one is opened.)
                 self._start_over(cause)
                 return
-            try:
-                self._connect()
-            except sqlite3.DatabaseError as exc:
-                if not is_damage(exc):
-                    raise
-                self._start_over(exc)
-            else:
+            if self._connect_or_start_over():
                 log.warning("keyword index %s reopened after: %s", self.path, cause)
 
     def _file_id(self) -> tuple[int, int] | None:
@@ -458,6 +447,18 @@ class KeywordIndex:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _connect_or_start_over(self) -> bool:
+        """Open the file; start it over empty if SQLite finds it damaged. True when the
+        file opened as it was."""
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            self._start_over(exc)
+            return False
+        return True
 
     def _start_over(self, cause: BaseException) -> None:
         """Replace a damaged index file with an empty one (it is derived data)."""
