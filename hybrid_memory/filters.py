@@ -30,14 +30,9 @@ from datetime import datetime
 from typing import Any, Union
 
 from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.records import CREATED_KEY, RESERVED_PREFIX, UPDATED_KEY
 from hybrid_memory.timeutil import to_timestamp
 from hybrid_memory.validation import encodable
-
-# Storage keys in Chroma metadata for the fields hybrid-memory owns.
-TAGS_KEY = "hm:tags"
-CREATED_KEY = "hm:created_at"
-UPDATED_KEY = "hm:updated_at"
-RESERVED_PREFIX = "hm:"
 
 TAGS_FIELD = "tags"
 TIME_FIELDS = {"created_at": CREATED_KEY, "updated_at": UPDATED_KEY}

@@ -30,7 +30,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -48,6 +48,7 @@ from hybrid_memory.filters import (
     to_sql,
 )
 from hybrid_memory.postings import FloatArray, IntArray, Postings, Tokens, best_first
+from hybrid_memory.records import IndexRow
 
 try:  # POSIX: repairs of one index file by several processes take turns
     import fcntl
@@ -79,10 +80,9 @@ def is_damage(exc: BaseException) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:  # Python < 3.11: only the message tells
         text = str(exc).lower()
-        return any(
-            m in text for m in ("malformed", "not a database", "corrupt", "disk i/o error")
-        )
+        return any(m in text for m in ("malformed", "not a database", "corrupt", "disk i/o error"))
     return code & 0xFF in _DAMAGE_PRIMARY or code in _DAMAGE_EXTENDED
+
 
 # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
 # never reused (an updated memory gets a new one), so in-memory postings stay exact.
@@ -357,19 +357,6 @@ class _Batch:
 
     def rowids(self) -> range:
         return range(self.base, self.base + len(self.rows))
-
-
-@dataclass(frozen=True, slots=True)
-class IndexRow:
-    """What the index keeps of one memory."""
-
-    id: str
-    text: str
-    tags: tuple[str, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
-    content_hash: str = ""
-    created_at: float = 0.0
-    updated_at: float = 0.0
 
 
 class TagMatch(NamedTuple):

@@ -22,7 +22,7 @@ from hybrid_memory import (
     MemoryNotFoundError,
 )
 from hybrid_memory.feedback import rocchio
-from hybrid_memory.filters import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding
 

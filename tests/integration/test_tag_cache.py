@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory.filters import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding
 

@@ -25,9 +25,6 @@ from hypothesis import strategies as st
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.filters import (
     COMPARISON_OPS,
-    CREATED_KEY,
-    TAGS_KEY,
-    UPDATED_KEY,
     Condition,
     Logical,
     chroma_part,
@@ -36,7 +33,8 @@ from hybrid_memory.filters import (
     to_chroma,
     to_sql,
 )
-from hybrid_memory.keyword import IndexRow, KeywordIndex
+from hybrid_memory.keyword import KeywordIndex
+from hybrid_memory.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY, IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 DAY = 86_400.0

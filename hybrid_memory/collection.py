@@ -1,0 +1,311 @@
+"""The Chroma side of a store: the client (embedded, in memory or a server), the
+collection and every call made to it, each failure turned into :class:`StoreError`."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from hybrid_memory.embeddings import Matrix, Vector, nearest_by_cosine
+from hybrid_memory.errors import EmbeddingMismatchError, InvalidInputError, StoreError
+from hybrid_memory.records import IndexRow, rows_from_chroma
+from hybrid_memory.settings import HybridMemorySettings
+
+# Collection-level metadata recording how the collection was built.
+EMBEDDING_META = "hm:embedding"
+DIMENSION_META = "hm:dimension"
+
+PAGE = 5000  # records per Chroma read
+_OPEN_PATIENCE = 10.0  # seconds to keep retrying the opening of a store
+# Among at most this many ids, the nearest are found by reading their vectors and
+# comparing them all: Chroma's graph search restricted to few ids degrades.
+_COMPARE_ALL = 256
+_SERVER_HINT = "start one with: chroma run --path DIR --host 127.0.0.1 --port 8000"
+
+
+class ChromaCollection:
+    """One Chroma collection, opened (created when new) for an embedding.
+
+    The collection records the embedding's name and vector dimension in its metadata;
+    reopening it with another embedding fails with :class:`EmbeddingMismatchError`.
+    """
+
+    def __init__(
+        self,
+        settings: HybridMemorySettings,
+        name: str,
+        embedding_name: str,
+        client: Any = None,
+    ) -> None:
+        self.name = name
+        self._settings = settings
+        self._embedding_name = embedding_name
+        self._own_client = client is None
+        self.client = client if client is not None else _make_client(settings, attempts=5)
+        self._collection = self._open_with_retries()
+        self.dimension: int | None = (self._collection.metadata or {}).get(DIMENSION_META)
+
+    @property
+    def id(self) -> str:
+        return str(self._collection.id)
+
+    def call(self, operation: str, **kwargs: Any) -> Any:
+        """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
+        try:
+            return getattr(self._collection, operation)(**kwargs)
+        except InvalidInputError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Chroma {operation} failed: {exc}") from exc
+
+    def count(self) -> int:
+        return int(self.call("count"))
+
+    # --- reading records ------------------------------------------------------------------
+
+    def rows(self, where: Mapping[str, Any] | None = None) -> Iterator[list[IndexRow]]:
+        """Every record passing ``where`` (Chroma syntax), a page at a time."""
+        offset = 0
+        while True:
+            got = self.call(
+                "get", where=where, limit=PAGE, offset=offset, include=["documents", "metadatas"]
+            )
+            if not got["ids"]:
+                return
+            yield rows_from_chroma(got)
+            offset += len(got["ids"])
+
+    def rows_by_id(self, ids: Sequence[str]) -> Iterator[list[IndexRow]]:
+        """The records with these ids (those that exist), a page at a time: one get with
+        100,000 ids exceeds SQLite's limit on bound variables."""
+        for start in range(0, len(ids), PAGE):
+            page = list(ids[start : start + PAGE])
+            yield rows_from_chroma(self.call("get", ids=page, include=["documents", "metadatas"]))
+
+    def all_ids(self) -> set[str]:
+        found: set[str] = set()
+        offset = 0
+        while ids := self.call("get", limit=PAGE, offset=offset, include=[])["ids"]:
+            found.update(ids)
+            offset += len(ids)
+        return found
+
+    def metadata_by_id(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        """The stored metadata of those of ``ids`` that exist."""
+        found: dict[str, Mapping[str, Any]] = {}
+        unique = list(dict.fromkeys(ids))  # Chroma refuses a repeated id
+        for start in range(0, len(unique), PAGE):
+            got = self.call("get", ids=unique[start : start + PAGE], include=["metadatas"])
+            found.update((i, m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True))
+        return found
+
+    def any_updated_after(self, watermark: float, key: str) -> bool:
+        got = self.call("get", where={key: {"$gt": watermark}}, limit=1, include=[])
+        return bool(got["ids"])
+
+    # --- nearest neighbours ---------------------------------------------------------------
+
+    def nearest(self, vector: Vector, n: int, where: dict[str, Any] | None) -> dict[str, float]:
+        """The ``n`` nearest records passing ``where``: ``{id: cosine similarity}``, nearest
+        first."""
+        got = self.call(
+            "query",
+            query_embeddings=[vector],
+            n_results=n,
+            where=where,
+            # Distances only: every other include costs Chroma more than the search
+            # itself; the few hits returned are read by id afterwards.
+            include=["distances"],
+        )
+        return _similarities(got)
+
+    def nearest_among(self, vector: Vector, n: int, ids: list[str]) -> dict[str, float]:
+        """The ``n`` nearest among ``ids`` only: compared one by one when they are few,
+        else Chroma's graph search restricted to them."""
+        if not ids:
+            return {}
+        if len(ids) <= _COMPARE_ALL:
+            got = self.call("get", ids=ids, include=["embeddings"])
+            found = got["ids"]
+            if not found:
+                return {}
+            nearest = nearest_by_cosine(got["embeddings"], vector, n)
+            return {found[row]: similarity for row, similarity in nearest}
+        got = self.call(
+            "query",
+            query_embeddings=[vector],
+            n_results=min(n, len(ids)),
+            ids=ids,
+            include=["distances"],
+        )
+        return _similarities(got)
+
+    # --- writing --------------------------------------------------------------------------
+
+    def max_batch(self) -> int:
+        """How many records Chroma takes in one write."""
+        try:
+            return max(1, int(self.client.get_max_batch_size()))
+        except Exception:
+            return 1000
+
+    def check_dimension(self, vectors: Matrix) -> None:
+        """Record the first vectors' dimension with the collection; refuse another one."""
+        if len(vectors) == 0:
+            return
+        dimension = int(vectors.shape[1])
+        if self.dimension is None:
+            self.dimension = dimension
+            meta = {**(self._collection.metadata or {}), DIMENSION_META: dimension}
+            self.call("modify", metadata=meta)
+        elif dimension != self.dimension:
+            raise EmbeddingMismatchError(
+                f"embedding {self._embedding_name!r} produced {dimension}-dimensional vectors, "
+                f"but collection {self.name!r} holds {self.dimension}-dimensional ones"
+            )
+
+    def drop(self) -> None:
+        """Delete the collection (a private in-memory store's, on close)."""
+        with contextlib.suppress(Exception):  # it dies with the process anyway
+            # Records first: Chroma 1.5 otherwise leaves their array-metadata index
+            # entries behind to match in the next collection (see legs.VectorLeg).
+            while ids := self._collection.get(limit=PAGE, include=[])["ids"]:
+                self._collection.delete(ids=ids)
+            self.client.delete_collection(self.name)
+
+    # --- opening --------------------------------------------------------------------------
+
+    def _open_with_retries(self) -> Any:
+        """The collection, retried for a while when opening it fails: processes that
+        create a new store at the same moment race in Chroma's own setup (its SQLite
+        schema: "database is locked", "table collections already exists"); each
+        retry starts over with a fresh client."""
+        deadline = time.monotonic() + _OPEN_PATIENCE
+        delay = 0.05
+        while True:
+            try:
+                return self._open()
+            except StoreError as exc:
+                if time.monotonic() + delay > deadline:
+                    s = self._settings
+                    raise StoreError(
+                        f"{exc}. Tried for {_OPEN_PATIENCE:.0f} s; is another program holding "
+                        f"the store ({s.url or s.path or 'in memory'}) or is the Chroma server "
+                        f"down? ({_SERVER_HINT})"
+                    ) from exc.__cause__
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+            if self._own_client:
+                _forget_client(self._settings)
+                self.client = _make_client(self._settings, attempts=3)
+
+    def _open(self) -> Any:
+        failed = f"could not open Chroma collection {self.name!r}"
+        try:
+            collection = self.client.get_or_create_collection(
+                self.name,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={EMBEDDING_META: self._embedding_name},
+                embedding_function=None,
+            )
+        except Exception as exc:
+            raise StoreError(f"{failed}: {exc}") from exc
+        recorded = (collection.metadata or {}).get(EMBEDDING_META)
+        try:
+            fresh = recorded is None and collection.count() == 0
+            if fresh:
+                collection.modify(
+                    metadata={**(collection.metadata or {}), EMBEDDING_META: self._embedding_name}
+                )
+        except Exception as exc:
+            raise StoreError(f"{failed}: {exc}") from exc
+        if not fresh and recorded != self._embedding_name:
+            raise EmbeddingMismatchError(
+                f"collection {self.name!r} was written with embedding {recorded!r}, but this "
+                f"store embeds with {self._embedding_name!r}; vectors of different models are "
+                "not comparable. Open it with the same embedding (or pass embedding_name= if "
+                "only the name changed), or use another collection."
+            )
+        return collection
+
+
+def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
+    """A one-query Chroma result as ``{id: cosine similarity}`` in rank order (the
+    collection's distance is cosine: 1 − similarity)."""
+    return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
+
+
+def _forget_client(settings: HybridMemorySettings) -> None:
+    """Drop Chroma's cached system for an embedded store's path, after its setup failed:
+    Chroma keeps one system per path, a half-started one included, and would hand it
+    to the next client."""
+    if not settings.path or settings.url:
+        return
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    with contextlib.suppress(Exception):
+        SharedSystemClient._identifier_to_system.pop(str(settings.path), None)
+        SharedSystemClient._identifier_to_refcount.pop(str(settings.path), None)
+
+
+def _make_client(settings: HybridMemorySettings, *, attempts: int) -> Any:
+    """A Chroma client for the settings, its setup retried ``attempts`` times (see
+    :meth:`ChromaCollection._open_with_retries`); StoreError with a hint when it fails."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _new_client(settings)
+        except (InvalidInputError, StoreError):
+            raise
+        except Exception as exc:
+            _forget_client(settings)
+            if attempt < attempts:
+                time.sleep(0.05 * attempt * (0.5 + random.random()))
+                continue
+            where = f"path {settings.path!r}" if settings.path else "an in-memory store"
+            raise StoreError(f"could not set up Chroma for {where}: {exc}") from exc
+    raise AssertionError("unreachable")
+
+
+def _new_client(settings: HybridMemorySettings) -> Any:
+    import chromadb
+
+    # Chroma's default settings: Chroma keeps one system per path and refuses a second
+    # client with different settings, so anything custom here would break users who
+    # also open the same path with a plain chromadb.PersistentClient.
+    if settings.url:
+        parsed = urlparse(settings.url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise InvalidInputError(
+                "HYBRID_MEMORY_URL (url)",
+                f"expected http(s)://host[:port], got {settings.url!r}",
+            )
+        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+        try:
+            return chromadb.HttpClient(
+                host=parsed.hostname,
+                port=port,
+                ssl=parsed.scheme == "https",
+            )
+        except Exception as exc:
+            raise StoreError(
+                f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
+                f"({_SERVER_HINT})"
+            ) from exc
+    if settings.path:
+        Path(settings.path).mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=settings.path)
+    return chromadb.EphemeralClient()
+
+
+def index_path(settings: HybridMemorySettings, collection: str) -> str | None:
+    """Where the keyword index of an embedded store's collection lives (None: in memory)."""
+    if settings.index_path:
+        return settings.index_path
+    if settings.path:
+        return str(Path(settings.path) / f"keyword-{collection}.sqlite3")
+    return None

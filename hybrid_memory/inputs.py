@@ -1,0 +1,169 @@
+"""Checks of what callers pass, run before anything is written: each failure is an
+:class:`InvalidInputError` naming the field and what it accepts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.filters import RESERVED_FIELDS
+from hybrid_memory.records import RESERVED_PREFIX, NewMemory, content_hash
+from hybrid_memory.settings import HybridMemorySettings
+from hybrid_memory.tags import normalise_tags
+from hybrid_memory.timeutil import to_timestamp
+from hybrid_memory.validation import encodable
+
+_ITEM_KEYS = ("text", "id", "tags", "metadata", "created_at")
+_MAX_ID_LENGTH = 512
+
+
+def valid_text(text: Any, max_length: int, field: str = "text") -> str:
+    if not isinstance(text, str):
+        raise InvalidInputError(field, f"expected a string, got {type(text).__name__}")
+    encodable(text, field)
+    if not text.strip():
+        raise InvalidInputError(field, "must not be empty or blank")
+    if len(text) > max_length:
+        raise InvalidInputError(
+            field,
+            f"at most {max_length} characters, got {len(text)} "
+            "(raise HYBRID_MEMORY_MAX_TEXT_LENGTH)",
+        )
+    return text
+
+
+def valid_id(value: Any, field: str = "id") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(field, f"expected a non-empty string, got {value!r}")
+    if len(value) > _MAX_ID_LENGTH:
+        raise InvalidInputError(field, f"at most {_MAX_ID_LENGTH} characters, got {len(value)}")
+    return encodable(value, field)
+
+
+def valid_ids(ids: Any, field: str = "ids") -> list[str]:
+    """One id or a list (tuple, set…) of ids; bytes and other scalars are refused rather
+    than iterated."""
+    if isinstance(ids, str):
+        return [valid_id(ids, field)]
+    if isinstance(ids, (bytes, bytearray, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(
+            field, f"expected an id (str) or a list of ids, got {type(ids).__name__}"
+        )
+    return [valid_id(i, f"{field}[{n}]") for n, i in enumerate(ids)]
+
+
+def valid_tags(tags: Any, settings: HybridMemorySettings, field: str = "tags") -> tuple[str, ...]:
+    return normalise_tags(
+        tags, max_tags=settings.max_tags, max_length=settings.max_tag_length, field=field
+    )
+
+
+def valid_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(field, f"expected a dict, got {type(metadata).__name__}")
+    allowed = (
+        "str, int (64-bit), finite float, bool, or a non-empty list whose items are all "
+        "str, all int, all float or all bool (Chroma's rule)"
+    )
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(field, f"keys must be non-empty strings, got {key!r}")
+        encodable(key, f"{field} key")
+        if key in RESERVED_FIELDS or key.startswith((RESERVED_PREFIX, "chroma:", "#", "$")):
+            raise InvalidInputError(
+                f"{field}[{key!r}]",
+                f"reserved name; {', '.join(sorted(RESERVED_FIELDS))} are memory fields and "
+                f"keys may not start with {RESERVED_PREFIX!r}, 'chroma:', '#' or '$'",
+            )
+        where = f"{field}[{key!r}]"
+        if _metadata_scalar(value, where):
+            out[key] = value
+        elif (
+            isinstance(value, (list, tuple))
+            and value
+            and all(_metadata_scalar(v, where) for v in value)
+            and len({_metadata_kind(v) for v in value}) == 1
+        ):
+            out[key] = list(value)
+        else:
+            raise InvalidInputError(where, f"expected {allowed}, got {value!r}")
+    return out
+
+
+def _metadata_kind(value: Any) -> type:
+    return next(t for t in (bool, int, float, str) if isinstance(value, t))
+
+
+def _metadata_scalar(value: Any, where: str) -> bool:
+    """Whether ``value`` is a storable metadata scalar; InvalidInputError for a scalar
+    no store can hold (an int beyond SQLite's 64 bits, a lone surrogate)."""
+    if isinstance(value, str):
+        encodable(value, where)
+        return True
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise InvalidInputError(
+                where, f"integers must fit in 64 bits (SQLite's and Chroma's limit), got {value}"
+            )
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def new_memory(item: Any, prefix: str, settings: HybridMemorySettings) -> NewMemory:
+    """Validate one memory given to ``add`` / ``add_many``; error fields start with
+    ``prefix`` (``items[3].``)."""
+    where = prefix.rstrip(".") or "item"
+    if isinstance(item, str):
+        item = {"text": item}
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(where, f"expected a text or a dict, got {type(item).__name__}")
+    unknown = set(item) - set(_ITEM_KEYS)
+    if unknown:
+        raise InvalidInputError(
+            where, f"unknown keys {sorted(unknown)}; allowed: {', '.join(_ITEM_KEYS)}"
+        )
+    text = valid_text(item.get("text"), settings.max_text_length, f"{prefix}text")
+    memory_id = item.get("id")
+    if memory_id is not None:
+        memory_id = valid_id(memory_id, f"{prefix}id")
+    tags = valid_tags(item.get("tags"), settings, f"{prefix}tags")
+    metadata = valid_metadata(item.get("metadata"), f"{prefix}metadata")
+    created = item.get("created_at")
+    created_at = None if created is None else to_timestamp(created, field=f"{prefix}created_at")
+    return NewMemory(memory_id, text, tags, metadata, created_at, content_hash(text))
+
+
+def valid_k(k: Any, max_k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= max_k:
+        raise InvalidInputError("k", f"expected an integer in 1..{max_k}, got {k!r}")
+    return k
+
+
+def valid_alpha(alpha: Any) -> float | None:
+    if alpha is not None and (
+        isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1
+    ):
+        raise InvalidInputError("alpha", f"expected a number in [0, 1], got {alpha!r}")
+    return alpha
+
+
+def valid_max_tokens(max_tokens: Any) -> int | None:
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise InvalidInputError("max_tokens", f"expected a positive integer, got {max_tokens!r}")
+    return max_tokens
+
+
+def valid_page(limit: Any, offset: Any) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidInputError("limit", f"expected None or an integer >= 0, got {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError("offset", f"expected an integer >= 0, got {offset!r}")

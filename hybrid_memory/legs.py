@@ -1,0 +1,172 @@
+"""The three rankings a search fuses, one small object each.
+
+Every leg applies the search's filter before its cut (a filter applied after a top-k
+cut silently loses results), skips the memory a ``related`` search starts from, and
+returns ``{id: score}`` best first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from hybrid_memory.collection import ChromaCollection
+from hybrid_memory.embeddings import Vector
+from hybrid_memory.filters import Node, chroma_part, tests_arrays, to_chroma
+from hybrid_memory.keyword import KeywordIndex, TagMatch, tag_order
+from hybrid_memory.postings import IntArray
+
+
+class Scope:
+    """The memories passing a narrow filter, resolved once in the keyword index, so the
+    legs search just those (``rows`` for the index, ``ids`` for the collection).
+
+    Chroma's ``where`` scans its metadata on every query, so a filter passing at most
+    :data:`NARROW` memories is cheaper as an explicit list of ids; a broader one is left
+    to each leg (``None``).
+    """
+
+    NARROW = 20_000
+
+    def __init__(self, rows: IntArray, ids: list[str]) -> None:
+        self.rows = rows
+        self.ids = ids
+
+    @classmethod
+    def of(cls, index: KeywordIndex, node: Node | None) -> Scope | None:
+        resolved = None if node is None else index.within(node, cls.NARROW)
+        return None if resolved is None else cls(*resolved)
+
+
+class KeywordLeg:
+    """BM25 over the keyword index (SQLite FTS5): ``{id: BM25 score}``."""
+
+    def __init__(self, index: KeywordIndex, node: Node | None, scope: Scope | None) -> None:
+        self._index = index
+        self._node = node
+        self._scope = scope
+
+    def rank(
+        self, text: str, depth: int, *, drop_stopwords: bool, max_df: float
+    ) -> dict[str, float]:
+        hits = self._index.search(
+            text,
+            depth,
+            self._node,
+            within=None if self._scope is None else self._scope.rows,
+            drop_stopwords=drop_stopwords,
+            max_df=max_df,
+        )
+        return dict(hits)
+
+
+class VectorLeg:
+    """Chroma's nearest neighbours passing the filter: ``{id: cosine similarity}``."""
+
+    def __init__(
+        self,
+        collection: ChromaCollection,
+        index: KeywordIndex,
+        node: Node | None,
+        scope: Scope | None,
+    ) -> None:
+        self._collection = collection
+        self._index = index
+        self._node = node
+        self._scope = scope
+
+    def rank(self, vector: Vector, depth: int) -> dict[str, float]:
+        if self._scope is not None:
+            return self._collection.nearest_among(vector, depth, self._scope.ids)
+        node = self._node
+        part, exact = chroma_part(node)
+        where = to_chroma(part)
+        if exact and not tests_arrays(node):
+            return self._collection.nearest(vector, depth, where)
+        # Chroma cannot test tags (see chroma_part), and Chroma 1.5 keeps array-metadata
+        # index entries of deleted collections, which a new collection's $contains can
+        # match (seen here; scalar filters are unaffected): Chroma's hits for the part
+        # it can test are checked against the keyword index's copy. When tags leave
+        # the part looser than the filter, enough hits are asked for to keep ``depth``
+        # at the filter's share of the part, and more while some are missing.
+        pool = self._index.count(part)
+        wanted = depth
+        if not exact:
+            share = self._index.count(node) / max(1, pool)
+            wanted = min(pool, math.ceil(depth / max(share, 1e-9) * 1.2))
+        while True:
+            hits = self._collection.nearest(vector, max(1, wanted), where)
+            passing = self._index.passing(list(hits), node)
+            kept = {i: s for i, s in hits.items() if i in passing}
+            if len(kept) >= depth or len(hits) < wanted or wanted >= pool:
+                return dict(list(kept.items())[:depth])
+            wanted = min(pool, wanted * 2)
+
+
+class TagLeg:
+    """Memories carrying the tags matched in the query, ranked by how many they carry,
+    then by their best rank in the other legs, then newest first: ``{id: matched}``.
+
+    A search ranks twice (first without vector hits, to choose the feedback memories,
+    then with them), so the SQL work is kept between the two: the newest carriers of
+    each tag do not depend on the other legs and are read once, and carriers among the
+    other legs' hits are read once per id, the second ranking asking only for the ids
+    new to it.
+    """
+
+    def __init__(
+        self,
+        index: KeywordIndex,
+        tags: tuple[str, ...],
+        depth: int,
+        node: Node | None,
+        scope: Scope | None,
+        exclude: str | None,
+    ) -> None:
+        self._index = index
+        self._tags = tags
+        self._depth = depth
+        self._node = node
+        self._rows = None if scope is None else scope.rows
+        self._exclude = exclude
+        self._newest: list[TagMatch] | None = None
+        self._asked: set[str] = set()
+        self._carrying: dict[str, TagMatch] = {}  # of the ids asked, those carrying a tag
+
+    def rank(self, best_ranks: Mapping[str, int]) -> dict[str, int]:
+        """``{id: matched count}`` in rank order, given each id's best rank in the other
+        legs."""
+        if not self._tags:
+            return {}
+        if self._newest is None:
+            self._newest = self._index.tag_carriers(
+                self._tags, self._depth, self._node, within=self._rows
+            )
+        new = [i for i in best_ranks if i not in self._asked]
+        if new:
+            found = self._index.tag_carriers(
+                self._tags, len(new), self._node, among=new, within=self._rows
+            )
+            self._carrying.update((m.id, m) for m in found)
+            self._asked.update(new)
+        among = sorted(
+            (self._carrying[i] for i in best_ranks if i in self._carrying), key=tag_order
+        )
+        best: dict[str, TagMatch] = {}
+        for match in (*self._newest, *among):
+            if match.id != self._exclude:
+                best[match.id] = match
+        ordered = sorted(
+            best.values(),
+            key=lambda m: (-m.matched, best_ranks.get(m.id, math.inf), -m.created_at),
+        )
+        return {m.id: m.matched for m in ordered[: self._depth]}
+
+
+def best_ranks(*rankings: list[str]) -> dict[str, int]:
+    """Each id's best (lowest) rank across ``rankings``, in first-seen order."""
+    best: dict[str, int] = {}
+    for ranking in rankings:
+        for rank, memory_id in enumerate(ranking, start=1):
+            best[memory_id] = min(best.get(memory_id, rank), rank)
+    return best

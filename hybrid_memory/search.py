@@ -1,0 +1,192 @@
+"""One search, as a straight line (docs/architecture.md, "the search path"):
+
+scope the filter → embed the query (in a worker) ∥ keyword leg → weights (adaptive
+alpha) → pseudo-relevance feedback from the keyword and tag legs → vector leg → tag
+leg → weighted Reciprocal Rank Fusion → recency decay → the top ``k`` as hits, within
+a token budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+
+from hybrid_memory.collection import ChromaCollection
+from hybrid_memory.embeddings import QueryCache, Vector
+from hybrid_memory.errors import EmbeddingError
+from hybrid_memory.feedback import length_scaled_weight, rocchio
+from hybrid_memory.filters import Node
+from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
+from hybrid_memory.keyword import KeywordIndex, query_words
+from hybrid_memory.legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
+from hybrid_memory.recency import age_in_days, decay_factor
+from hybrid_memory.records import rows_from_chroma, to_memory
+from hybrid_memory.settings import HybridMemorySettings
+from hybrid_memory.tokens import count_tokens
+from hybrid_memory.types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A validated search: free text, or a stored memory's text and vector (``related``,
+    which excludes that memory from its own results)."""
+
+    text: str
+    tags: tuple[str, ...]  # matched in the text, or given
+    k: int
+    node: Node | None
+    now: float
+    vector: Vector | None = None
+    alpha: float | None = None
+    max_tokens: int | None = None
+    exclude: str | None = None
+
+
+class Searcher:
+    """Runs searches over one collection and its keyword index."""
+
+    def __init__(
+        self,
+        collection: ChromaCollection,
+        index: KeywordIndex,
+        queries: QueryCache,
+        pool: Executor,
+    ) -> None:
+        self._collection = collection
+        self._index = index
+        self._queries = queries
+        self._pool = pool
+
+    def search(self, query: Query, s: HybridMemorySettings) -> SearchResult:
+        index, node, exclude = self._index, query.node, query.exclude
+        scope = Scope.of(index, node)
+        depth = max(s.candidates, query.k) + (1 if exclude else 0)
+
+        # The query embedding (a model call that releases the GIL) runs beside the
+        # keyword leg; Chroma's query holds the GIL, so it runs after it.
+        vector = query.vector
+        embedding: Future[Vector] | None = None
+        if vector is None:
+            vector = self._queries.cached(query.text)
+            if vector is None:
+                embedding = self._pool.submit(self._queries.embed, query.text)
+        keyword_hits = KeywordLeg(index, node, scope).rank(
+            query.text, depth, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
+        )
+        fallback_reason = None
+        if embedding is not None:
+            try:
+                vector = embedding.result()
+            except EmbeddingError as exc:
+                fallback_reason = (
+                    f"query embedding failed, answered from keyword and tag legs: {exc}"
+                )
+        keyword_ids = [i for i in keyword_hits if i != exclude]
+
+        alpha = query.alpha if query.alpha is not None else s.alpha
+        if alpha is None:
+            size = index.count(node) if scope is None else len(scope.rows)
+            alpha = adaptive_alpha(size, s.alpha_thresholds, s.alpha_values)
+        weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(query.tags))
+        if fallback_reason is not None:
+            weights[VECTOR] = 0.0
+
+        tag_leg = TagLeg(index, query.tags, depth, node, scope, exclude)
+
+        def rankings_with(vector_ids: list[str]) -> tuple[dict[str, list[str]], dict[str, int]]:
+            counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))
+            return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
+
+        if vector is not None and s.feedback_docs and s.feedback_weight and weights[VECTOR]:
+            # Pseudo-relevance feedback before the one vector query: the keyword and tag
+            # legs' fused top moves the query vector towards itself (a second vector
+            # query after a first fusion scored the same and cost a Chroma query more).
+            rankings, _ = rankings_with([])
+            fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+            top = order_by_score(fused)[: s.feedback_docs]
+            if top:
+                got = self._collection.call("get", ids=top, include=["embeddings"])
+                weight = length_scaled_weight(
+                    s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
+                )
+                vector = rocchio(vector, got["embeddings"], weight)
+        vector_hits = (
+            {}
+            if vector is None
+            else VectorLeg(self._collection, index, node, scope).rank(vector, depth)
+        )
+        rankings, tag_counts = rankings_with([i for i in vector_hits if i != exclude])
+        fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+        if s.recency_decay > 0 and fused:
+            created = index.created_at(list(fused))
+            for memory_id in fused:
+                age = age_in_days(created.get(memory_id, query.now), query.now)
+                fused[memory_id] *= decay_factor(age, s.recency_decay)
+
+        scores = {
+            VECTOR: {i: vector_hits[i] for i in rankings[VECTOR]},
+            KEYWORD: keyword_hits,
+            TAG: {i: float(c) for i, c in tag_counts.items()},
+        }
+        hits = _hits(
+            self.memories(order_by_score(fused), query.k),
+            fused,
+            rankings,
+            scores,
+            query.max_tokens,
+            s.token_encoding,
+        )
+        return SearchResult(
+            hits,
+            alpha=float(alpha),
+            matched_tags=query.tags,
+            fallback_mode=fallback_reason is not None,
+            fallback_reason=fallback_reason,
+        )
+
+    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
+        """The first ``k`` of ``ordered`` that exist, as memories.
+
+        They are read from the index, which holds a copy of every memory and is checked
+        against the collection every ``sync_interval`` (reading the collection instead
+        costs a Chroma call on every search). Ids the index lacks (a vector hit written
+        by another process since the last check) are read from the collection; ids
+        found in neither are skipped."""
+        out: list[Memory] = []
+        position = 0
+        while len(out) < k and position < len(ordered):
+            batch = list(ordered[position : position + (k - len(out))])
+            position += len(batch)
+            rows = self._index.rows(batch)
+            unknown = [i for i in batch if i not in rows]
+            if unknown:
+                got = self._collection.call("get", ids=unknown, include=["documents", "metadatas"])
+                rows.update((row.id, row) for row in rows_from_chroma(got))
+            out.extend(to_memory(rows[i]) for i in batch if i in rows)
+        return out
+
+
+def _hits(
+    memories: list[Memory],
+    fused: Mapping[str, float],
+    rankings: Mapping[str, list[str]],
+    scores: Mapping[str, Mapping[str, float]],
+    max_tokens: int | None,
+    token_encoding: str,
+) -> list[Hit]:
+    """The hits, each with its fused score and every leg's rank and score, while their
+    texts fit in ``max_tokens``."""
+    positions = {leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()}
+    hits: list[Hit] = []
+    budget = 0
+    for memory in memories:
+        if max_tokens is not None:
+            budget += count_tokens(memory.text, token_encoding)
+            if budget > max_tokens:
+                break
+        ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}
+        hits.append(
+            Hit(memory, fused[memory.id], ranks, {leg: scores[leg][memory.id] for leg in ranks})
+        )
+    return hits

@@ -1,0 +1,260 @@
+"""Writes, to the collection first and then the keyword index (docs/architecture.md,
+"the add path"): dedup by content, embedding in batches, the collection's batches with
+the index rows written beside each one, and the tag cache kept in step.
+
+Every input has been validated before anything here runs, so an error cannot leave a
+half-written memory; the index is derived, so a crash between the two writes loses
+nothing acknowledged (the next check refills the index from the collection).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.collection import ChromaCollection
+from hybrid_memory.embeddings import Embedder, document_matrix
+from hybrid_memory.errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
+from hybrid_memory.filters import Node, chroma_part, matches, to_chroma
+from hybrid_memory.keyword import KeywordIndex, is_damage
+from hybrid_memory.records import (
+    CREATED_KEY,
+    TAGS_KEY,
+    IndexRow,
+    NewMemory,
+    chroma_metadata,
+    content_hash,
+    row_from_chroma,
+    stored_tags,
+)
+from hybrid_memory.sync import IndexSync
+from hybrid_memory.tags import TagCache
+from hybrid_memory.timeutil import now_timestamp
+
+
+class Writer:
+    """Adds, updates and deletes memories in one collection and its keyword index."""
+
+    def __init__(
+        self,
+        collection: ChromaCollection,
+        index: KeywordIndex,
+        sync: IndexSync,
+        tags: TagCache,
+        embedder: Embedder,
+        lock: threading.RLock,
+    ) -> None:
+        self._collection = collection
+        self._index = index
+        self._sync = sync
+        self._tags = tags
+        self._embedder = embedder
+        self._lock = lock
+
+    def add(
+        self,
+        memories: list[NewMemory],
+        *,
+        upsert: bool,
+        allow_duplicates: bool,
+        sync_interval: float,
+    ) -> list[str]:
+        """Store ``memories``; their ids in order. Without an id, a memory whose exact text
+        is stored already is not stored again (unless ``allow_duplicates``): its id is
+        returned; one written by the same call counts too."""
+        explicit = [m.id for m in memories if m.id is not None]
+        if len(set(explicit)) != len(explicit) and not upsert:
+            repeated = next(i for i in explicit if explicit.count(i) > 1)
+            raise InvalidInputError("id", f"id {repeated!r} appears more than once in this call")
+        with self._lock:
+            self._sync.maybe_sync(sync_interval)  # dedup against other processes' writes
+            existing = self._collection.metadata_by_id(explicit)
+            if existing and not upsert:
+                raise DuplicateIdError(next(i for i in explicit if i in existing))
+            known = (
+                {}
+                if allow_duplicates
+                else self._index.ids_by_hash([m.content_hash for m in memories if m.id is None])
+            )
+            ids: list[str] = []
+            to_write: dict[str, NewMemory] = {}
+            for m in memories:
+                if m.id is not None:
+                    ids.append(m.id)
+                    to_write[m.id] = m
+                elif not allow_duplicates and m.content_hash in known:
+                    ids.append(known[m.content_hash])
+                else:
+                    new_id = uuid.uuid4().hex
+                    ids.append(new_id)
+                    to_write[new_id] = m
+                    if not allow_duplicates:
+                        known[m.content_hash] = new_id
+            if to_write:
+                self._write(to_write, existing)
+            return ids
+
+    def _write(
+        self, records: dict[str, NewMemory], existing: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        texts = [m.text for m in records.values()]
+        vectors = document_matrix(self._embedder, texts)
+        self._collection.check_dimension(vectors)
+        now = now_timestamp()
+        rows: list[IndexRow] = []
+        metadatas: list[dict[str, Any]] = []
+        for memory_id, m in records.items():
+            old_created = (existing.get(memory_id) or {}).get(CREATED_KEY)
+            created = m.created_at if m.created_at is not None else (old_created or now)
+            rows.append(
+                IndexRow(memory_id, m.text, m.tags, m.metadata, m.content_hash, created, now)
+            )
+            metadatas.append(chroma_metadata(rows[-1], existing.get(memory_id)))
+        ids = list(records)
+        # Ids this store generated (uuid4) cannot exist yet: Chroma's `add` is cheaper
+        # than `upsert`. Ids the caller chose go through `upsert` (another process may
+        # have written the same id since it was checked).
+        generated = [i for i, m in enumerate(records.values()) if m.id is None]
+        chosen = [i for i, m in enumerate(records.values()) if m.id is not None]
+        step = self._collection.max_batch()
+        with self._sync.writing():
+            for operation, positions in (("add", generated), ("upsert", chosen)):
+                for start in range(0, len(positions), step):
+                    batch = positions[start : start + step]
+                    self._write_batch(
+                        operation,
+                        [rows[i] for i in batch],
+                        vectors[batch],
+                        [metadatas[i] for i in batch],
+                    )
+                    self._note_tags(
+                        [rows[i].tags for i in batch],
+                        [
+                            tag
+                            for i in batch
+                            for tag in stored_tags((existing.get(ids[i]) or {}).get(TAGS_KEY))
+                            if tag not in rows[i].tags
+                        ],
+                    )
+
+    def _write_batch(
+        self,
+        operation: str,
+        rows: list[IndexRow],
+        vectors: np.ndarray,
+        metadatas: list[dict[str, Any]],
+    ) -> None:
+        """One batch: the index rows are written beside the collection's write (in a
+        thread: Chroma holds the GIL, SQLite does not), and committed once the
+        collection took them."""
+        for attempt in (1, 2):
+            written = False
+            try:
+                with self._index.upserting(rows):
+                    self._collection.call(
+                        operation,
+                        ids=[r.id for r in rows],
+                        embeddings=vectors,
+                        documents=[r.text for r in rows],
+                        metadatas=metadatas,
+                    )
+                    written = True
+                return
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2 or not is_damage(exc):
+                    raise
+                # Rebuilt from the collection, which holds the batch if it took it;
+                # else the batch is written again.
+                self._sync.repair(exc)
+                if written:
+                    return
+
+    def update(
+        self,
+        memory_id: str,
+        text: str | None,
+        tags: tuple[str, ...] | None,
+        metadata: dict[str, Any] | None,
+    ) -> IndexRow:
+        """Replace what is given of a stored memory; re-embedded only if its text changed."""
+        with self._lock:
+            got = self._collection.call(
+                "get", ids=[memory_id], include=["documents", "metadatas", "embeddings"]
+            )
+            if not got["ids"]:
+                raise MemoryNotFoundError(memory_id)
+            old = row_from_chroma(memory_id, got["documents"][0], got["metadatas"][0])
+            final_text = old.text if text is None else text
+            if text is not None and text != old.text:
+                vector = document_matrix(self._embedder, [final_text])
+                self._collection.check_dimension(vector)
+            else:
+                vector = np.asarray(got["embeddings"][:1], dtype=np.float32)
+            row = IndexRow(
+                memory_id,
+                final_text,
+                old.tags if tags is None else tags,
+                old.metadata if metadata is None else metadata,
+                content_hash(final_text),
+                old.created_at or now_timestamp(),
+                max(now_timestamp(), old.updated_at),
+            )
+            with self._sync.writing():
+                self._collection.call(
+                    "upsert",
+                    ids=[memory_id],
+                    embeddings=vector,
+                    documents=[final_text],
+                    metadatas=[chroma_metadata(row, got["metadatas"][0])],
+                )
+                self._sync.after_collection_write(lambda: self._index.upsert([row]))
+            self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
+            return row
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete the memories with these ids, which must all exist; how many."""
+        with self._lock:
+            present = self._collection.metadata_by_id(ids)
+            missing = [i for i in ids if i not in present]
+            if missing:
+                raise MemoryNotFoundError(missing[0])
+            return self._delete(ids)
+
+    def delete_matching(self, node: Node) -> int:
+        """Delete the memories passing the filter ``node``; how many. Chroma tests the part
+        of the filter it can (see :func:`chroma_part`); the rest is checked on its records."""
+        with self._lock:
+            part, exact = chroma_part(node)
+            if exact:
+                ids = list(self._collection.call("get", where=to_chroma(part), include=[])["ids"])
+            else:
+                ids = [
+                    row.id
+                    for page in self._collection.rows(to_chroma(part))
+                    for row in page
+                    if matches(node, row.metadata, row.tags, row.created_at, row.updated_at)
+                ]
+            return self._delete(ids)
+
+    def _delete(self, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        unique = list(dict.fromkeys(ids))
+        with self._sync.writing():
+            self._collection.call("delete", ids=unique)
+            self._sync.after_collection_write(lambda: self._index.delete(unique))
+        self._tags.invalidate()
+        return len(unique)
+
+    def _note_tags(self, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
+        """Keep the tag cache in step with a write of this process: tags taken off a
+        memory may have lost their last carrier (reload); added ones are merged in."""
+        if removed:
+            self._tags.invalidate()
+        else:
+            self._tags.add({tag for tags in written for tag in tags})
