@@ -12,8 +12,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from hybrid_memory.embeddings import Matrix, Vector, nearest_by_cosine
-from hybrid_memory.errors import EmbeddingMismatchError, InvalidInputError, StoreError
-from hybrid_memory.records import IndexRow, rows_from_chroma
+from hybrid_memory.errors import (
+    EmbeddingMismatchError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    StoreError,
+)
+from hybrid_memory.records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory.settings import HybridMemorySettings
 
 # Collection-level metadata recording how the collection was built.
@@ -103,6 +108,19 @@ class ChromaCollection:
             got = self.call("get", ids=unique[start : start + PAGE], include=["metadatas"])
             found.update((i, m or {}) for i, m in zip(got["ids"], got["metadatas"], strict=True))
         return found
+
+    def stored(self, memory_id: str) -> tuple[IndexRow, Mapping[str, Any], Any]:
+        """The memory with this id: its row, its metadata as stored, and its vector;
+        :class:`MemoryNotFoundError` when there is none."""
+        got = self.call("get", ids=[memory_id], include=["documents", "metadatas", "embeddings"])
+        if not got["ids"]:
+            raise MemoryNotFoundError(memory_id)
+        metadata = got["metadatas"][0]
+        return (
+            row_from_chroma(memory_id, got["documents"][0], metadata),
+            metadata or {},
+            got["embeddings"][0],
+        )
 
     def any_updated_after(self, watermark: float, key: str) -> bool:
         got = self.call("get", where={key: {"$gt": watermark}}, limit=1, include=[])

@@ -24,7 +24,7 @@ and checks its hits against the keyword index when that part is not exact.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union
@@ -76,15 +76,44 @@ def kind_of(value: Scalar) -> str:
     return "s"
 
 
-def parse_filter(where: Mapping[str, Any] | None, *, field: str = "filter") -> Node | None:
-    """Validate a Chroma-style filter; None or {} means no filter."""
+def parse_filter(
+    where: Mapping[str, Any] | None,
+    *,
+    field: str = "filter",
+    single_valued: Callable[[list[str]], list[str]] | None = None,
+) -> Node | None:
+    """Validate a Chroma-style filter; None or {} means no filter.
+
+    ``single_valued(fields)``: those of the metadata ``fields`` that no memory stores a
+    list in; ``$contains`` / ``$not_contains`` on one of them is refused. Chroma (and
+    so every leg here) reads them as list membership, never as a substring test: on a
+    string field they would match nothing (or everything) without a word."""
     if where is None:
         return None
     if not isinstance(where, Mapping):
         raise InvalidInputError(field, f"expected a dict in Chroma where syntax, got {where!r}")
     if not where:
         return None
-    return _parse(where, field, 1)
+    node = _parse(where, field, 1)
+    tested = _array_tested_fields(node)
+    single = single_valued(sorted(tested)) if tested and single_valued else []
+    if single:
+        raise InvalidInputError(
+            field,
+            f"$contains / $not_contains test whether a list holds a value, but "
+            f"{single[0]!r} holds single values (no memory stores a list there); "
+            "they do not search within strings: use $eq or $in",
+        )
+    return node
+
+
+def _array_tested_fields(node: Node) -> set[str]:
+    """The metadata fields (not tags) that ``node`` tests with $contains / $not_contains."""
+    if isinstance(node, Logical):
+        return set().union(*(_array_tested_fields(c) for c in node.children))
+    if node.op in ARRAY_OPS and node.field not in RESERVED_FIELDS:
+        return {node.field}
+    return set()
 
 
 def _parse(where: Mapping[str, Any], path: str, depth: int) -> Node:

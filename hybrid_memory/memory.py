@@ -24,18 +24,14 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
 
-from hybrid_memory.collection import ChromaCollection, index_path
-from hybrid_memory.embeddings import Embedder, QueryCache, resolve_embedding
+from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import InvalidInputError, MemoryNotFoundError, StoreError
-from hybrid_memory.filters import ARRAY_OPS, RESERVED_FIELDS, Logical, Node, parse_filter
+from hybrid_memory.filters import Node, parse_filter
 from hybrid_memory.inputs import (
     new_memory,
     valid_alpha,
@@ -48,38 +44,13 @@ from hybrid_memory.inputs import (
     valid_tags,
     valid_text,
 )
-from hybrid_memory.keyword import KeywordIndex, is_damage
-from hybrid_memory.records import row_from_chroma, rows_from_chroma, to_memory
-from hybrid_memory.search import Query, Searcher
-from hybrid_memory.settings import HybridMemorySettings, load_settings
-from hybrid_memory.sync import IndexSync
-from hybrid_memory.tags import TagCache
+from hybrid_memory.keyword import is_damage
+from hybrid_memory.parts import StoreParts
+from hybrid_memory.records import rows_from_chroma, to_memory
+from hybrid_memory.search import Query
+from hybrid_memory.settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
 from hybrid_memory.timeutil import now_timestamp, to_timestamp
 from hybrid_memory.types import Memory, SearchResult
-from hybrid_memory.writes import Writer
-
-# The settings a view made by HybridMemory.with_settings may change: those read per call.
-SEARCH_SETTINGS = frozenset(
-    {
-        "k",
-        "max_k",
-        "candidates",
-        "rrf_k",
-        "alpha",
-        "alpha_thresholds",
-        "alpha_values",
-        "tag_weight",
-        "tag_boost",
-        "recency_decay",
-        "feedback_docs",
-        "feedback_weight",
-        "feedback_full_words",
-        "drop_stopwords",
-        "keyword_max_df",
-        "token_encoding",
-        "sync_interval",
-    }
-)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -108,52 +79,6 @@ def _repairing(method: _F) -> _F:
             ) from exc
 
     return run  # type: ignore[return-value]
-
-
-class _Parts:
-    """What a store and the views made by :meth:`HybridMemory.with_settings` share: the
-    collection, its keyword index, the tag cache, the worker threads and the lock that
-    orders writes."""
-
-    def __init__(
-        self,
-        settings: HybridMemorySettings,
-        client: Any,
-        embedding: Any,
-        embedding_name: str | None,
-    ) -> None:
-        s = settings
-        self.embedder: Embedder = resolve_embedding(embedding, s, embedding_name)
-        # A store held in memory only, without a collection name, gets a private one,
-        # dropped on close.
-        self.private = (
-            client is None
-            and s.path is None
-            and s.url is None
-            and "collection" not in s.model_fields_set
-        )
-        name = f"hm-{uuid.uuid4().hex[:12]}" if self.private else s.collection
-        self.collection = ChromaCollection(s, name, self.embedder.name, client)
-        self.index = KeywordIndex(index_path(s, name), s.keyword_tokenizer)
-        self.tags = TagCache(self.index.all_tags, s.tag_cache_ttl)
-        self.lock = threading.RLock()
-        # Query embeddings of concurrent searches, and the periodic sync check (one at a
-        # time, so it never queues the embeddings of two searches).
-        self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
-        self.sync = IndexSync(self.collection, self.index, self.tags, self.lock, self.pool)
-        self.writer = Writer(
-            self.collection, self.index, self.sync, self.tags, self.embedder, self.lock
-        )
-        self.searcher = Searcher(
-            self.collection, self.index, QueryCache(self.embedder, s.query_cache_size), self.pool
-        )
-
-    def close(self) -> None:
-        self.sync.closed = True
-        self.pool.shutdown(wait=True)
-        self.index.close()
-        if self.private:
-            self.collection.drop()
 
 
 class HybridMemory:
@@ -198,7 +123,7 @@ class HybridMemory:
         if collection is not None:
             overrides["collection"] = collection
         self.settings = load_settings(settings, **overrides)
-        self._parts = _Parts(self.settings, client, embedding, embedding_name)
+        self._parts = StoreParts(self.settings, client, embedding, embedding_name)
         self._owner = True
         self._closed = False
         # On open, compare ids too: an add and a delete made behind the index's back
@@ -253,13 +178,7 @@ class HybridMemory:
         again: its existing id is returned (``allow_duplicates=True`` stores a copy).
         With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
         """
-        item = {
-            "text": text,
-            "id": id,
-            "tags": tags,
-            "metadata": metadata,
-            "created_at": created_at,
-        }
+        item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
         memories = [new_memory(item, "", self.settings)]
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)[0]
 
@@ -331,22 +250,7 @@ class HybridMemory:
         return self._parts.writer.delete_matching(node)
 
     def _parse_filter(self, filter: Mapping[str, Any] | None) -> Node | None:
-        """:func:`parse_filter`, refusing ``$contains`` / ``$not_contains`` on a metadata
-        field that holds single values only. Chroma (and so every leg here) reads them
-        as list membership, never as a substring test: on a string field they would
-        match nothing (or everything) without a word."""
-        node = parse_filter(filter)
-        fields = _array_tested_fields(node)
-        if fields:
-            single = self._parts.index.single_valued(sorted(fields))
-            if single:
-                raise InvalidInputError(
-                    "filter",
-                    f"$contains / $not_contains test whether a list holds a value, but "
-                    f"{single[0]!r} holds single values (no memory stores a list there); "
-                    "they do not search within strings: use $eq or $in",
-                )
-        return node
+        return parse_filter(filter, single_valued=self._parts.index.single_valued)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -473,19 +377,9 @@ class HybridMemory:
         """Memories near the one with ``id``: vector neighbours, shared tags and shared
         keywords, fused like a search (the memory itself excluded)."""
         memory_id = valid_id(id)
-        got = self._parts.collection.call(
-            "get", ids=[memory_id], include=["documents", "metadatas", "embeddings"]
-        )
-        if not got["ids"]:
-            raise MemoryNotFoundError(memory_id)
-        row = row_from_chroma(memory_id, got["documents"][0], got["metadatas"][0])
+        row, _, vector = self._parts.collection.stored(memory_id)
         return self._search(
-            text=row.text,
-            tags=row.tags,
-            k=k,
-            filter=filter,
-            vector=list(got["embeddings"][0]),
-            exclude=memory_id,
+            text=row.text, tags=row.tags, k=k, filter=filter, vector=list(vector), exclude=memory_id
         )
 
     def _search(
@@ -536,14 +430,3 @@ class HybridMemory:
         s = self.settings
         where = s.url or s.path or "in-memory"
         return f"HybridMemory({where!r}, collection={self._parts.collection.name!r})"
-
-
-def _array_tested_fields(node: Node | None) -> set[str]:
-    """The metadata fields (not tags) that ``node`` tests with $contains / $not_contains."""
-    if node is None:
-        return set()
-    if isinstance(node, Logical):
-        return set().union(*(_array_tested_fields(c) for c in node.children))
-    if node.op in ARRAY_OPS and node.field not in RESERVED_FIELDS:
-        return {node.field}
-    return set()

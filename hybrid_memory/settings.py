@@ -205,6 +205,30 @@ class HybridMemorySettings(BaseSettings):
         return self
 
 
+# The settings a view made by ``HybridMemory.with_settings`` may change: those read per call.
+SEARCH_SETTINGS = frozenset(
+    {
+        "k",
+        "max_k",
+        "candidates",
+        "rrf_k",
+        "alpha",
+        "alpha_thresholds",
+        "alpha_values",
+        "tag_weight",
+        "tag_boost",
+        "recency_decay",
+        "feedback_docs",
+        "feedback_weight",
+        "feedback_full_words",
+        "drop_stopwords",
+        "keyword_max_df",
+        "token_encoding",
+        "sync_interval",
+    }
+)
+
+
 def load_settings(
     settings: HybridMemorySettings | None = None, **overrides: Any
 ) -> HybridMemorySettings:

@@ -29,7 +29,6 @@ from hybrid_memory.records import (
     NewMemory,
     chroma_metadata,
     content_hash,
-    row_from_chroma,
     stored_tags,
 )
 from hybrid_memory.sync import IndexSync
@@ -183,18 +182,13 @@ class Writer:
     ) -> IndexRow:
         """Replace what is given of a stored memory; re-embedded only if its text changed."""
         with self._lock:
-            got = self._collection.call(
-                "get", ids=[memory_id], include=["documents", "metadatas", "embeddings"]
-            )
-            if not got["ids"]:
-                raise MemoryNotFoundError(memory_id)
-            old = row_from_chroma(memory_id, got["documents"][0], got["metadatas"][0])
+            old, stored_metadata, stored_vector = self._collection.stored(memory_id)
             final_text = old.text if text is None else text
             if text is not None and text != old.text:
                 vector = document_matrix(self._embedder, [final_text])
                 self._collection.check_dimension(vector)
             else:
-                vector = np.asarray(got["embeddings"][:1], dtype=np.float32)
+                vector = np.asarray([stored_vector], dtype=np.float32)
             row = IndexRow(
                 memory_id,
                 final_text,
@@ -210,7 +204,7 @@ class Writer:
                     ids=[memory_id],
                     embeddings=vector,
                     documents=[final_text],
-                    metadatas=[chroma_metadata(row, got["metadatas"][0])],
+                    metadatas=[chroma_metadata(row, stored_metadata)],
                 )
                 self._sync.after_collection_write(lambda: self._index.upsert([row]))
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
