@@ -10,8 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +81,54 @@ def memory(hash_embedding: HashEmbedding) -> Iterator[object]:
     store = HybridMemory(embedding=hash_embedding, embedding_name="test-hash-64")
     yield store
     store.close()
+
+
+@pytest.fixture
+def store_and_collection(hash_embedding: HashEmbedding) -> Iterator[tuple[Any, Any]]:
+    """An in-memory store and its Chroma collection as a plain ``chromadb`` client sees
+    it: to read what the store wrote to Chroma, or to write behind the store's back as
+    another process or tool would."""
+    import chromadb
+
+    from hybrid_memory import HybridMemory
+
+    client = chromadb.EphemeralClient()  # one in-memory Chroma per process: the store's
+    name = f"raw-{uuid.uuid4().hex[:12]}"
+    store = HybridMemory(
+        client=client, collection=name, embedding=hash_embedding, embedding_name="test-hash-64"
+    )
+    try:
+        yield store, client.get_collection(name)
+    finally:
+        store.close()
+        # Records first: Chroma 1.5 otherwise keeps their array-metadata index entries,
+        # which a later collection's $contains can match.
+        collection = client.get_collection(name)
+        while ids := collection.get(limit=1000, include=[])["ids"]:
+            collection.delete(ids=ids)
+        client.delete_collection(name)
+
+
+def indexed(store: Any) -> list[Any]:
+    """The memories the store's keyword index holds, read as they are: ``list_memories``
+    answers from the index, and through a view whose sync interval never falls due it
+    does so without first checking the collection (which would repair what a test is
+    looking at)."""
+    return list(store.with_settings(sync_interval=1e9).list_memories())
+
+
+def index_ids(store: Any) -> set[str]:
+    """The ids the store's keyword index holds (see :func:`indexed`)."""
+    return {m.id for m in indexed(store)}
+
+
+def chroma_ids(path: Path, collection: str = "hybrid_memory") -> set[str]:
+    """The ids in a store's Chroma collection, read by a plain ``chromadb`` client on
+    the store's path."""
+    import chromadb
+
+    got = chromadb.PersistentClient(path=str(path)).get_collection(collection).get(include=[])
+    return set(got["ids"])
 
 
 def _free_port() -> int:
