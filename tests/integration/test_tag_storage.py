@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import chromadb
 import pytest
@@ -30,12 +31,15 @@ def _texts(n: int) -> list[str]:
     ]
 
 
-def test_tags_are_written_as_one_json_string(memory: HybridMemory) -> None:
+def test_tags_are_written_as_one_json_string(
+    store_and_collection: tuple[HybridMemory, Any],
+) -> None:
+    memory, collection = store_and_collection
     memory.add("Zoë flew to 東京", id="m", tags=["Travel", "new york", "東京"])
-    stored = memory._collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
+    stored = collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
     assert json.loads(stored[TAGS_KEY]) == ["travel", "new york", "東京"]
     memory.update("m", tags=[])
-    stored = memory._collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
+    stored = collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
     assert TAGS_KEY not in stored
     assert memory.get("m").tags == ()
 
@@ -165,7 +169,8 @@ def test_a_store_written_with_tag_arrays_reads_filters_and_rewrites(tmp_path: Pa
         ui = {"tags": {"$contains": "ui"}}
         assert [h.id for h in store.search("likes", alpha=1.0, filter=ui)] == ["a"]
         store.update("b", tags=["bob", "tea"])
-        stored = store._collection.get(ids=["b"], include=["metadatas"])["metadatas"][0]
+        collection = chromadb.PersistentClient(path=str(tmp_path)).get_collection("hybrid_memory")
+        stored = collection.get(ids=["b"], include=["metadatas"])["metadatas"][0]
         assert json.loads(stored[TAGS_KEY]) == ["bob", "tea"]
         assert store.count({"tags": {"$contains": "tea"}}) == 1
         assert store.delete(filter={"tags": {"$contains": "alice"}}) == 1
@@ -174,9 +179,10 @@ def test_a_store_written_with_tag_arrays_reads_filters_and_rewrites(tmp_path: Pa
 
 
 def test_a_tags_value_not_written_by_hybrid_memory_is_kept_as_one_tag(
-    memory: HybridMemory, hash_embedding: HashEmbedding
+    store_and_collection: tuple[HybridMemory, Any], hash_embedding: HashEmbedding
 ) -> None:
-    memory._collection.add(
+    memory, collection = store_and_collection
+    collection.add(
         ids=["raw"],
         embeddings=hash_embedding(["raw"]),
         documents=["raw"],
