@@ -109,6 +109,26 @@ def store_and_collection(hash_embedding: HashEmbedding) -> Iterator[tuple[Any, A
         client.delete_collection(name)
 
 
+@pytest.fixture
+def filter_paths(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Set, for one test, the thresholds that choose how a search applies a filter: a
+    filter passing at most ``narrow_filter`` memories is resolved once in the index
+    (else each leg applies it), and the vector leg compares at most ``exact_search``
+    resolved memories with the query one by one (else asks Chroma among them). Tests
+    that every path gives the same answer are about those internals: this fixture is
+    the one place the suite reaches them (rename here when they move)."""
+
+    def set_paths(*, narrow_filter: int | None = None, exact_search: int | None = None) -> None:
+        import hybrid_memory.memory as search_module
+
+        if narrow_filter is not None:
+            monkeypatch.setattr(search_module, "_NARROW_FILTER", narrow_filter)
+        if exact_search is not None:
+            monkeypatch.setattr(search_module, "_EXACT_SEARCH", exact_search)
+
+    return set_paths
+
+
 def indexed(store: Any) -> list[Any]:
     """The memories the store's keyword index holds, read as they are: ``list_memories``
     answers from the index, and through a view whose sync interval never falls due it

@@ -663,10 +663,8 @@ def test_many_explicit_ids_in_one_call(hash_embedding: HashEmbedding) -> None:
     ids=["where", "ids", "exact"],
 )
 def test_the_vector_leg_finds_the_same_neighbours_whichever_way_it_filters(
-    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch, narrow_filter: int, exact_search: int
+    memory: HybridMemory, filter_paths: Any, narrow_filter: int, exact_search: int
 ) -> None:
-    import hybrid_memory.memory as memory_module
-
     words = [
         "wing",
         "flow",
@@ -696,8 +694,7 @@ def test_the_vector_leg_finds_the_same_neighbours_whichever_way_it_filters(
     for where in ({"user": "u1"}, {"n": {"$lt": 7}}, {"tags": {"$contains": "even"}}):
         hits = memory.search("shock layer heat", alpha=1.0, k=10, filter=where)
         reference[str(where)] = [(h.id, h.scores["vector"]) for h in hits]
-    monkeypatch.setattr(memory_module, "_NARROW_FILTER", narrow_filter)
-    monkeypatch.setattr(memory_module, "_EXACT_SEARCH", exact_search)
+    filter_paths(narrow_filter=narrow_filter, exact_search=exact_search)
     for where in ({"user": "u1"}, {"n": {"$lt": 7}}, {"tags": {"$contains": "even"}}):
         hits = memory.search("shock layer heat", alpha=1.0, k=10, filter=where)
         assert len(hits) == 10 if "n" not in where else len(hits) == 7

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
-import pytest
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.filters import CREATED_KEY, TAGS_KEY, UPDATED_KEY
@@ -61,13 +60,11 @@ def test_update_and_upsert_replace_tags_and_metadata_in_the_collection(
 
 
 def test_broad_tag_filters_keep_the_vector_legs_depth(
-    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch
+    memory: HybridMemory, filter_paths: Any
 ) -> None:
     # Every filter resolved as broad: Chroma runs the tag-free part, and the vector leg
     # must still return the k nearest memories passing the whole filter, however far
     # from the query they lie (the rare tag sits on the memories least like it).
-    import hybrid_memory.memory as memory_module
-
     texts = _texts(240)
     memory.add_many(
         [
@@ -95,7 +92,7 @@ def test_broad_tag_filters_keep_the_vector_legs_depth(
         reference[str(where)] = [h.id for h in hits]
         expected = min(10, memory.count(where))
         assert len(hits) == expected, where
-    monkeypatch.setattr(memory_module, "_NARROW_FILTER", 0)
+    filter_paths(narrow_filter=0)
     for where in filters:
         hits = memory.search(query, alpha=1.0, k=10, filter=where)
         assert {h.id for h in hits} == set(reference[str(where)]), where
@@ -105,12 +102,10 @@ def test_broad_tag_filters_keep_the_vector_legs_depth(
 
 
 def test_the_vector_leg_asks_for_more_when_the_tagged_memories_lie_far(
-    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch
+    memory: HybridMemory, filter_paths: Any
 ) -> None:
     # Half the memories carry the tag, but none is among the query's nearest: the
     # first ask (twice the depth and a margin) finds none, so the leg asks again.
-    import hybrid_memory.memory as memory_module
-
     memory.add_many(
         [{"text": f"shock layer heat n{i}", "id": f"near{i}"} for i in range(120)]
         + [
@@ -118,7 +113,7 @@ def test_the_vector_leg_asks_for_more_when_the_tagged_memories_lie_far(
             for i in range(120)
         ]
     )
-    monkeypatch.setattr(memory_module, "_NARROW_FILTER", 0)
+    filter_paths(narrow_filter=0)
     narrow = memory.with_settings(candidates=10)
     hits = narrow.search("shock layer heat", alpha=1.0, k=10, filter={"tags": {"$contains": "far"}})
     assert len(hits) == 10
