@@ -10,8 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +81,74 @@ def memory(hash_embedding: HashEmbedding) -> Iterator[object]:
     store = HybridMemory(embedding=hash_embedding, embedding_name="test-hash-64")
     yield store
     store.close()
+
+
+@pytest.fixture
+def store_and_collection(hash_embedding: HashEmbedding) -> Iterator[tuple[Any, Any]]:
+    """An in-memory store and its Chroma collection as a plain ``chromadb`` client sees
+    it: to read what the store wrote to Chroma, or to write behind the store's back as
+    another process or tool would."""
+    import chromadb
+
+    from hybrid_memory import HybridMemory
+
+    client = chromadb.EphemeralClient()  # one in-memory Chroma per process: the store's
+    name = f"raw-{uuid.uuid4().hex[:12]}"
+    store = HybridMemory(
+        client=client, collection=name, embedding=hash_embedding, embedding_name="test-hash-64"
+    )
+    try:
+        yield store, client.get_collection(name)
+    finally:
+        store.close()
+        # Records first: Chroma 1.5 otherwise keeps their array-metadata index entries,
+        # which a later collection's $contains can match.
+        collection = client.get_collection(name)
+        while ids := collection.get(limit=1000, include=[])["ids"]:
+            collection.delete(ids=ids)
+        client.delete_collection(name)
+
+
+@pytest.fixture
+def filter_paths(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Set, for one test, the thresholds that choose how a search applies a filter: a
+    filter passing at most ``narrow_filter`` memories is resolved once in the index
+    (else each leg applies it), and the vector leg compares at most ``exact_search``
+    resolved memories with the query one by one (else asks Chroma among them). Tests
+    that every path gives the same answer are about those internals: this fixture is
+    the one place the suite reaches them (rename here when they move)."""
+
+    def set_paths(*, narrow_filter: int | None = None, exact_search: int | None = None) -> None:
+        import hybrid_memory.memory as search_module
+
+        if narrow_filter is not None:
+            monkeypatch.setattr(search_module, "_NARROW_FILTER", narrow_filter)
+        if exact_search is not None:
+            monkeypatch.setattr(search_module, "_EXACT_SEARCH", exact_search)
+
+    return set_paths
+
+
+def indexed(store: Any) -> list[Any]:
+    """The memories the store's keyword index holds, read as they are: ``list_memories``
+    answers from the index, and through a view whose sync interval never falls due it
+    does so without first checking the collection (which would repair what a test is
+    looking at)."""
+    return list(store.with_settings(sync_interval=1e9).list_memories())
+
+
+def index_ids(store: Any) -> set[str]:
+    """The ids the store's keyword index holds (see :func:`indexed`)."""
+    return {m.id for m in indexed(store)}
+
+
+def chroma_ids(path: Path, collection: str = "hybrid_memory") -> set[str]:
+    """The ids in a store's Chroma collection, read by a plain ``chromadb`` client on
+    the store's path."""
+    import chromadb
+
+    got = chromadb.PersistentClient(path=str(path)).get_collection(collection).get(include=[])
+    return set(got["ids"])
 
 
 def _free_port() -> int:

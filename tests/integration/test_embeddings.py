@@ -15,12 +15,12 @@ class ChromaHashFunction(EmbeddingFunction[Documents]):
     """A Chroma embedding function (the protocol: ``__call__(self, input)``)."""
 
     def __init__(self) -> None:
-        self._hash = HashEmbedding(32)
+        self.hashed = HashEmbedding(32)
 
     def __call__(self, input: Documents) -> Embeddings:
         import numpy as np
 
-        return [np.asarray(v, dtype=np.float32) for v in self._hash(list(input))]
+        return [np.asarray(v, dtype=np.float32) for v in self.hashed(list(input))]
 
     @staticmethod
     def name() -> str:

@@ -1,26 +1,69 @@
 """Bulk ingest against real embedded Chroma: the keyword index is written beside Chroma's
 add, per Chroma batch, and keeps only what Chroma took (docs/architecture.md, "The one
-rule of state"). Chroma's failures here are real ones: input it rejects, a deleted collection."""
+rule of state"). Chroma's failures here are real ones (a deleted collection) or are
+injected into the real collection the store writes to, handed to it by a plain
+``chromadb`` client; what the index holds is read through the public API."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import chromadb
 import pytest
 
 from hybrid_memory import HybridMemory, StoreError
-from hybrid_memory.keyword import query_words
 
-from ..conftest import HashEmbedding
+from ..conftest import HashEmbedding, chroma_ids, index_ids, indexed
 from ..unit.test_postings import assert_same
+
+INDEX = "keyword-hybrid_memory.sqlite3"  # where a store on a path keeps its keyword index
+
+
+class ChromaWithFaults:
+    """A plain ``chromadb`` client on a store's path, passed as the store's ``client``:
+    it hands the store the real collection (kept here as ``collection``, so a test can
+    replace one of its methods to inject a failure) and can report a smaller batch size
+    than Chroma's, so that a few memories make several Chroma batches."""
+
+    def __init__(self, path: Path, max_batch: int | None = None) -> None:
+        self.client = chromadb.PersistentClient(path=str(path))
+        self.max_batch = max_batch
+        self.collection: Any = None
+
+    def get_max_batch_size(self) -> int:
+        return self.max_batch or int(self.client.get_max_batch_size())
+
+    def get_or_create_collection(self, *args: Any, **kwargs: Any) -> Any:
+        self.collection = self.client.get_or_create_collection(*args, **kwargs)
+        return self.collection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+class QueryEmbedding(HashEmbedding):
+    """The cheap embedding, which can be made to fail (a remote model that is down):
+    a search then comes from the keyword and tag legs alone, answered by the index."""
+
+    down = False
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        if self.down:
+            raise ConnectionError("the embedding service is down (injected)")
+        return super().__call__(texts)
 
 
 def open_store(path: Path, **kw: Any) -> HybridMemory:
-    return HybridMemory(
-        path, embedding=HashEmbedding(), embedding_name="test-hash-64", sync_interval=3600, **kw
-    )
+    kw.setdefault("embedding", HashEmbedding())
+    if "client" in kw:  # the index file where a store on the path keeps it
+        kw["index_path"] = str(path / INDEX)
+    else:
+        kw["path"] = path
+    return HybridMemory(embedding_name="test-hash-64", sync_interval=3600, **kw)
 
 
 def items(words: list[str]) -> list[dict[str, Any]]:
@@ -30,104 +73,142 @@ def items(words: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def index_ids(store: HybridMemory) -> set[str]:
-    return store._index.ids()
+def keyword_leg(store: HybridMemory, query: str) -> list[tuple[str, float]]:
+    """The keyword leg's ranking of ``query`` as the hits show it: ``[(id, BM25)]``.
+
+    The store is small, so every memory the leg ranks is a hit: its ranks have no gap,
+    or the leg ranked something the store does not hold."""
+    hits = [h for h in store.search(query, k=20) if "keyword" in h.ranks]
+    hits.sort(key=lambda h: h.ranks["keyword"])
+    assert [h.ranks["keyword"] for h in hits] == list(range(1, len(hits) + 1)), query
+    return [(h.id, h.scores["keyword"]) for h in hits]
 
 
-def chroma_ids(store: HybridMemory) -> set[str]:
-    return set(store._collection.get(include=[])["ids"])
+def replace(collection: Any, operation: str, make: Callable[[Any], Any]) -> Any:
+    """Put ``make(real method)`` in place of one of the collection's methods; returns the
+    real one."""
+    real = getattr(collection, operation)
+    setattr(collection, operation, make(real))
+    return real
 
 
-def test_a_batch_chroma_rejects_mid_ingest_is_in_neither(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
+def test_a_batch_chroma_rejects_mid_ingest_is_in_neither(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="hybrid_memory")
+    chroma = ChromaWithFaults(tmp_path, max_batch=3)  # small Chroma batches
+    store = open_store(tmp_path, client=chroma)
     store.add("memory about warmup")
     store.search("warmup")  # the in-memory postings exist: they must follow the commits
-    store._max_batch = lambda: 3  # type: ignore[method-assign]  # small Chroma batches
     batch = items(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"])
     # Input Chroma would refuse is now refused before any write, so the refusal of the
     # second batch of three is injected: real Chroma takes the first, then raises.
-    real_add = store._collection.add
     calls = []
 
-    def add_then_refuse(**kwargs: object) -> None:
-        calls.append(1)
-        if len(calls) == 2:
-            raise ValueError("Expected metadata list values to be of one type (injected)")
-        real_add(**kwargs)
+    def add_then_refuse(real_add: Callable[..., None]) -> Callable[..., None]:
+        def add(**kwargs: object) -> None:
+            calls.append(1)
+            if len(calls) == 2:
+                raise ValueError("Expected metadata list values to be of one type (injected)")
+            real_add(**kwargs)
 
-    store._collection.add = add_then_refuse
+        return add
+
+    real_add = replace(chroma.collection, "add", add_then_refuse)
     with pytest.raises(StoreError, match="Chroma add failed"):
         store.add_many(batch)
-    store._collection.add = real_add
-    assert len(chroma_ids(store)) == 4  # warmup + the first batch
-    assert index_ids(store) == chroma_ids(store)
+    chroma.collection.add = real_add
+    assert len(chroma_ids(tmp_path)) == 4  # warmup + the first batch
+    # The index holds exactly the collection's ids: nothing for a sync to repair.
+    assert index_ids(store) == chroma_ids(tmp_path)
     for word in ("alpha", "bravo", "charlie"):
         assert [h.text for h in store.search(word, k=1)] == [f"memory about {word}"]
-        assert store._index.search(word, 5)
+        assert keyword_leg(store, word)
     for word in ("delta", "echo", "foxtrot", "golf"):
-        assert store._index.search(word, 5) == []
+        assert keyword_leg(store, word) == []
+        # A memory of that batch would match all three words and rank first, ahead of
+        # the four the store holds, ranked 1 to 4.
+        assert len(keyword_leg(store, f"memory about {word}")) == 4
     assert "delta" not in store.tags() and "alpha" in store.tags()
-    for query in ("memory about", "alpha delta", "warmup golf"):
-        words = query_words(query)
-        assert_same(store._index.search(query, 20), store._index._search_fts(words, 20, None))
-    assert not store._reconcile()  # nothing to repair
+    queries = ("memory about", "alpha delta", "warmup golf")
+    live = {query: keyword_leg(store, query) for query in queries}
+    # The index needed no repair on the way (a rebuild logs a warning): what it and its
+    # in-memory postings hold is what was committed.
+    assert caplog.records == []
     store.close()
     with open_store(tmp_path) as reopened:
-        assert index_ids(reopened) == chroma_ids(reopened)
+        assert index_ids(reopened) == chroma_ids(tmp_path)
         assert len(reopened) == 4
+        # The live store's BM25 (its in-memory postings, kept in step with the commits)
+        # ranks and scores as a store reading the committed index file afresh does.
+        for query in queries:
+            assert_same(live[query], keyword_leg(reopened, query))
 
 
 def test_a_deleted_collection_fails_the_add_and_indexes_nothing(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
+    embedding = QueryEmbedding()
+    store = open_store(tmp_path, embedding=embedding)
     store.add("memory about warmup")  # the dimension is recorded: the next write is the add
-    store._client.delete_collection(store._collection_name)
+    chromadb.PersistentClient(path=str(tmp_path)).delete_collection("hybrid_memory")
     with pytest.raises(StoreError, match="Chroma add failed"):
         store.add_many(items(["alpha", "bravo"]))
-    assert store._index.count() == 1
-    assert store._index.search("alpha", 5) == []
+    assert [m.text for m in indexed(store)] == ["memory about warmup"]
+    assert store.tags() == []
+    # Without a query embedding, a search is answered from the index alone (Chroma,
+    # deleted, cannot answer): the keyword leg knows the warmup and nothing else.
+    embedding.down = True
+    result = store.search("memory about alpha")
+    assert result.fallback_mode
+    assert [h.text for h in result] == ["memory about warmup"]
+    assert store.search("alpha").fallback_mode and list(store.search("alpha")) == []
     store.close()
 
 
 def test_nothing_is_visible_in_the_index_before_chroma_took_it(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
+    chroma = ChromaWithFaults(tmp_path)
+    store = open_store(tmp_path, client=chroma)
     store.add("memory about warmup")
-    index_file = store._index.path
-    assert index_file is not None
     seen: list[int] = []
-    chroma = store._chroma
 
-    def watching(operation: str, **kwargs: Any) -> Any:
-        # Read by another connection while the index write is under way beside Chroma.
-        with sqlite3.connect(index_file) as other:
-            seen.append(other.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
-        return chroma(operation, **kwargs)
+    def watching(real_add: Callable[..., None]) -> Callable[..., None]:
+        def add(**kwargs: object) -> None:
+            # Another connection reads the index file while the index write is under way
+            # beside Chroma's (the file's table of memories: this test's one look inside).
+            with sqlite3.connect(tmp_path / INDEX) as other:
+                seen.append(other.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+            real_add(**kwargs)
 
-    store._chroma = watching  # type: ignore[method-assign]
+        return add
+
+    replace(chroma.collection, "add", watching)
     store.add_many(items(["alpha", "bravo", "charlie"]))
     assert seen == [1]
-    assert store._index.count() == 4
+    assert len(indexed(store)) == 4
     store.close()
 
 
 def test_an_index_write_failing_after_chroma_took_the_rows_is_repaired_by_sync(
     tmp_path: Path,
 ) -> None:
-    store = open_store(tmp_path)
+    chroma = ChromaWithFaults(tmp_path)
+    store = open_store(tmp_path, client=chroma)
+
     # Chroma stores the memory, then its call raises (as a server whose answer is lost
     # would): the index rolls its rows back, Chroma has the memory, the index does not,
     # and the next sync repairs that.
-    real_add = store._collection.add
+    def add_then_fail(real_add: Callable[..., None]) -> Callable[..., None]:
+        def add(**kwargs: object) -> None:
+            real_add(**kwargs)
+            raise ConnectionError("the answer was lost after the write (injected)")
 
-    def add_then_fail(**kwargs: object) -> None:
-        real_add(**kwargs)
-        raise ConnectionError("the answer was lost after the write (injected)")
+        return add
 
-    store._collection.add = add_then_fail
+    real_add = replace(chroma.collection, "add", add_then_fail)
     with pytest.raises(StoreError, match="Chroma add failed"):
         store.add("memory about a huge number", metadata={"n": 2**40})
-    store._collection.add = real_add
-    assert len(chroma_ids(store)) == 1 and store._index.count() == 0
+    chroma.collection.add = real_add
+    assert len(chroma_ids(tmp_path)) == 1 and indexed(store) == []
     store.sync()
-    assert index_ids(store) == chroma_ids(store)
+    assert index_ids(store) == chroma_ids(tmp_path)
     assert [h.text for h in store.search("huge number", k=1)] == ["memory about a huge number"]
     store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import chromadb
 import numpy as np
@@ -24,7 +25,7 @@ from hybrid_memory import (
 from hybrid_memory.feedback import rocchio
 from hybrid_memory.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
-from ..conftest import HashEmbedding
+from ..conftest import HashEmbedding, index_ids, indexed
 
 UTC = timezone.utc
 
@@ -305,13 +306,15 @@ def test_the_vector_leg_searches_with_the_query_moved_towards_the_keyword_top(
     # Close to the query's vector, but made of stopwords: no keyword evidence at all.
     filled.add("which of these would you", id="s1")
     query = "which of these would you prefer?"  # no tag in it: feedback = the keyword top
-    keyword_top = [i for i, _ in filled._index.search(query, 3)]
+    keyword = [h for h in filled.search(query, k=6) if "keyword" in h.ranks]
+    keyword_top = [h.id for h in sorted(keyword, key=lambda h: h.ranks["keyword"])][:3]
     assert sorted(keyword_top) == ["a1", "b1"]  # "prefer" (stemmed), two memories
-    got = filled._collection.get(ids=keyword_top, include=["embeddings"])
+    # Every memory's vector, as stored: the embedding of its text.
+    memories = filled.list_memories()
+    embedded = hash_embedding([m.text for m in memories])
+    vectors = {m.id: np.asarray(v) for m, v in zip(memories, embedded, strict=True)}
     [vector] = hash_embedding([query])
-    refined = np.asarray(rocchio(vector, got["embeddings"], 0.5))
-    stored = filled._collection.get(include=["embeddings"])
-    vectors = dict(zip(stored["ids"], np.asarray(stored["embeddings"]), strict=True))
+    refined = np.asarray(rocchio(vector, [vectors[i] for i in keyword_top], 0.5))
 
     result = filled.with_settings(feedback_docs=3, feedback_weight=0.5).search(query, k=6)
     assert "s1" in [h.id for h in result]  # found by the vector leg alone
@@ -504,21 +507,26 @@ def test_writes_made_through_chroma_alone_are_indexed_on_open(tmp_path: Path) ->
         assert store.count({"user": "zed"}) == 1
 
 
-def test_deletes_behind_the_index_leave_search_after_the_next_check(memory: HybridMemory) -> None:
+def test_deletes_behind_the_index_leave_search_after_the_next_check(
+    store_and_collection: tuple[HybridMemory, Any],
+) -> None:
+    memory, collection = store_and_collection
     memory.add_many(CORPUS)
-    memory._collection.delete(ids=["a2"])  # behind the index's back (another process)
+    collection.delete(ids=["a2"])  # behind the index's back (another process)
+    assert "a2" in index_ids(memory)
     hits = memory.with_settings(sync_interval=0).search("alice peanuts allergic", alpha=0.0)
     assert "a2" not in [h.id for h in hits]
-    assert memory._index.count() == 4
+    assert len(indexed(memory)) == 4
 
 
 def test_vector_hits_the_index_has_not_seen_are_read_from_the_collection(
-    memory: HybridMemory, hash_embedding: HashEmbedding
+    store_and_collection: tuple[HybridMemory, Any], hash_embedding: HashEmbedding
 ) -> None:
+    memory, collection = store_and_collection
     memory.add_many(CORPUS)
     text = "a memory another process wrote a moment ago"
     [vector] = hash_embedding([text])
-    memory._collection.add(
+    collection.add(
         ids=["fresh"],
         embeddings=[vector],
         documents=[text],
@@ -530,7 +538,7 @@ def test_vector_hits_the_index_has_not_seen_are_read_from_the_collection(
     assert hits[0].memory.text == text
     assert hits[0].memory.tags == ("new",)
     assert hits[0].memory.metadata == {"user": "zed"}
-    assert memory._index.rows(["fresh"]) == {}
+    assert "fresh" not in index_ids(memory)
 
 
 def test_opening_with_another_embedding_is_refused(tmp_path: Path) -> None:
@@ -599,7 +607,7 @@ def test_concurrent_adds_and_searches_keep_every_memory(tmp_path: Path) -> None:
             t.join()
         assert errors == []
         assert store.count() == 160
-        assert store._index.count() == 160
+        assert len(indexed(store)) == 160
         for w in range(4):
             assert store.count({"tags": {"$contains": f"w{w}"}}) == 40
 
@@ -655,10 +663,8 @@ def test_many_explicit_ids_in_one_call(hash_embedding: HashEmbedding) -> None:
     ids=["where", "ids", "exact"],
 )
 def test_the_vector_leg_finds_the_same_neighbours_whichever_way_it_filters(
-    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch, narrow_filter: int, exact_search: int
+    memory: HybridMemory, filter_paths: Any, narrow_filter: int, exact_search: int
 ) -> None:
-    import hybrid_memory.memory as memory_module
-
     words = [
         "wing",
         "flow",
@@ -688,8 +694,7 @@ def test_the_vector_leg_finds_the_same_neighbours_whichever_way_it_filters(
     for where in ({"user": "u1"}, {"n": {"$lt": 7}}, {"tags": {"$contains": "even"}}):
         hits = memory.search("shock layer heat", alpha=1.0, k=10, filter=where)
         reference[str(where)] = [(h.id, h.scores["vector"]) for h in hits]
-    monkeypatch.setattr(memory_module, "_NARROW_FILTER", narrow_filter)
-    monkeypatch.setattr(memory_module, "_EXACT_SEARCH", exact_search)
+    filter_paths(narrow_filter=narrow_filter, exact_search=exact_search)
     for where in ({"user": "u1"}, {"n": {"$lt": 7}}, {"tags": {"$contains": "even"}}):
         hits = memory.search("shock layer heat", alpha=1.0, k=10, filter=where)
         assert len(hits) == 10 if "n" not in where else len(hits) == 7

@@ -4,7 +4,10 @@ used, in the caller after the store sat idle, never two at a time.
 Another agent is a second store on the same Chroma path with its own keyword index, as
 a second process would be. Time passing is simulated by moving the store's record of
 its last check back, so nothing here depends on how fast the machine is; waiting for a
-background check is a bounded poll.
+background check is a bounded poll. What the index holds is read through the public API
+(conftest.indexed); the check's clock, its in-flight flag, the check itself and the
+count of this process's writes, which these tests are about and no public API shows, are
+reached through one helper, SyncInternals.
 """
 
 from __future__ import annotations
@@ -15,23 +18,63 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chromadb
 import pytest
 
 from hybrid_memory import HybridMemory, StoreError
 
-from ..conftest import HashEmbedding
+from ..conftest import HashEmbedding, index_ids, indexed
 
 INTERVAL = 60.0  # long: within a test, only the simulated clock makes a check due
 
 
 def open_store(path: Path, index: str | None = None, **kw: Any) -> HybridMemory:
+    kw.setdefault("embedding", HashEmbedding())
     return HybridMemory(
         path,
-        embedding=HashEmbedding(),
         embedding_name="test-hash-64",
         index_path=str(path / index) if index else None,
         **kw,
     )
+
+
+class SyncInternals:
+    """The one place this module reaches inside a store (rename here when the store's
+    internals move): the periodic check's clock (the record of when the last check
+    started), whether a check is in flight, the background check itself, and the count
+    of this process's writes (two per write: odd while one is under way)."""
+
+    def __init__(self, store: HybridMemory) -> None:
+        self.store = store
+        self.state = store._sync_state
+
+    def make_due(self, intervals: float = 1.5) -> float:
+        """Move the last check ``intervals`` back: from 1 a check is due (and runs in the
+        background), from 2 overdue (the caller checks before it answers)."""
+        self.state.last = time.monotonic() - intervals * INTERVAL
+        return float(self.state.last)
+
+    @property
+    def last(self) -> float:
+        return float(self.state.last)
+
+    @property
+    def running(self) -> bool:
+        """A check is in flight."""
+        return bool(self.state.running.locked())
+
+    @property
+    def writes(self) -> int:
+        return int(self.state.writes)
+
+    def half_write(self) -> None:
+        """One half of a write's count: as when this process starts writing the
+        collection, then the index, or has finished."""
+        self.state.writes += 1
+
+    def wrap_check(self, wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
+        """Run the background check as ``wrap(check)``."""
+        self.store._background_sync = wrap(self.store._background_sync)  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -81,9 +124,9 @@ def test_a_due_check_runs_in_the_background(stores: tuple[HybridMemory, HybridMe
     reader, other = stores
     threads = record_sync_threads(reader)
     other.add("the gate opens at nine", id="gate", tags=["gate"])
-    reader._sync_state.last = time.monotonic() - 1.5 * INTERVAL  # due, not overdue
+    SyncInternals(reader).make_due(1.5)  # due, not overdue
     reader.search("anything at all")
-    wait_for(lambda: reader._index.existing(["gate"]) == {"gate"})
+    wait_for(lambda: "gate" in index_ids(reader))
     assert found(reader, "gate opens") == ["gate"]
     assert reader.tags() == ["gate"]
     assert len(threads) == 1 and threads[0] != "MainThread"
@@ -93,13 +136,14 @@ def test_after_an_idle_spell_the_caller_checks_first(
     stores: tuple[HybridMemory, HybridMemory],
 ) -> None:
     reader, other = stores
+    internals = SyncInternals(reader)
     threads = record_sync_threads(reader)
     other.add("the gate opens at nine", id="gate")
-    reader._sync_state.last = time.monotonic() - 2 * INTERVAL
+    internals.make_due(2)
     assert found(reader, "gate opens") == ["gate"]  # no waiting: this call caught up
     assert threads == ["MainThread"]
     other.delete("gate")
-    reader._sync_state.last = time.monotonic() - 3 * INTERVAL
+    internals.make_due(3)
     assert reader.count({"user": {"$ne": "nobody"}}) == 0
 
 
@@ -117,28 +161,31 @@ def test_interval_zero_checks_in_every_call(tmp_path: Path) -> None:
 
 def test_never_two_checks_at_once(stores: tuple[HybridMemory, HybridMemory]) -> None:
     reader, other = stores
+    internals = SyncInternals(reader)
     running, most, started = 0, 0, 0
     lock = threading.Lock()
-    check = reader._background_sync
 
-    def slow_check(*args: float) -> None:
-        nonlocal running, most, started
-        with lock:
-            running += 1
-            started += 1
-            most = max(most, running)
-        time.sleep(0.05)  # widen the window another check could start in
-        with lock:
-            running -= 1
-        check(*args)
+    def slowly(check: Callable[..., None]) -> Callable[..., None]:
+        def slow_check(*args: float) -> None:
+            nonlocal running, most, started
+            with lock:
+                running += 1
+                started += 1
+                most = max(most, running)
+            time.sleep(0.05)  # widen the window another check could start in
+            with lock:
+                running -= 1
+            check(*args)
 
-    reader._background_sync = slow_check  # type: ignore[method-assign]
+        return slow_check
+
+    internals.wrap_check(slowly)
     errors: list[BaseException] = []
 
     def agent(n: int) -> None:
         try:
             for i in range(15):
-                reader._sync_state.last = time.monotonic() - 1.5 * INTERVAL
+                internals.make_due(1.5)
                 if i % 5 == 0:
                     reader.add(f"agent {n} note {i}")
                 reader.search(f"agent {n} note")
@@ -154,24 +201,27 @@ def test_never_two_checks_at_once(stores: tuple[HybridMemory, HybridMemory]) -> 
         t.join()
     assert errors == []
     assert started >= 1 and most == 1
-    wait_for(lambda: not reader._sync_state.running.locked())
+    wait_for(lambda: not internals.running)
     reader.sync()
-    assert reader.count() == reader._index.count() == 6 * 3 + 1
+    assert reader.count() == len(indexed(reader)) == 6 * 3 + 1
 
 
 def test_close_waits_for_a_check_in_flight(tmp_path: Path) -> None:
     store = open_store(tmp_path, sync_interval=INTERVAL)
     store.add("something to index")
-    check = store._background_sync
+    internals = SyncInternals(store)
     done = threading.Event()
 
-    def slow_check(*args: float) -> None:
-        time.sleep(0.2)
-        check(*args)
-        done.set()
+    def slowly(check: Callable[..., None]) -> Callable[..., None]:
+        def slow_check(*args: float) -> None:
+            time.sleep(0.2)
+            check(*args)
+            done.set()
 
-    store._background_sync = slow_check  # type: ignore[method-assign]
-    store._sync_state.last = time.monotonic() - 1.5 * INTERVAL
+        return slow_check
+
+    internals.wrap_check(slowly)
+    internals.make_due(1.5)
     store.search("something")
     store.close()
     assert done.is_set()
@@ -179,32 +229,62 @@ def test_close_waits_for_a_check_in_flight(tmp_path: Path) -> None:
         assert found(again, "something") != []
 
 
-def test_a_check_that_finds_nothing_never_holds_up_a_write(
-    stores: tuple[HybridMemory, HybridMemory],
-) -> None:
-    reader, other = stores
-    with reader._write_lock:  # as a long add would
-        reader._sync_state.last = time.monotonic() - 1.5 * INTERVAL
-        reader.search("anything at all")
-        wait_for(lambda: not reader._sync_state.running.locked())  # done without the lock
-        other.add("the gate opens at nine", id="gate")
-        reader._sync_state.last = time.monotonic() - 1.5 * INTERVAL
-        reader.search("anything at all")
-        time.sleep(0.2)
-        assert reader._sync_state.running.locked()  # found work: waits for the lock
-        assert reader._index.existing(["gate"]) == set()
-    wait_for(lambda: reader._index.existing(["gate"]) == {"gate"})
+class HeldEmbedding(HashEmbedding):
+    """The cheap embedding, held while it embeds a text containing ``hold`` until
+    ``release`` is set: an add of that text holds the store's write lock meanwhile, as a
+    long add does."""
+
+    def __init__(self, hold: str) -> None:
+        super().__init__()
+        self.hold = hold
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        if any(self.hold in text for text in texts):
+            self.entered.set()
+            assert self.release.wait(30), "never released"
+        return super().__call__(texts)
+
+
+def test_a_check_that_finds_nothing_never_holds_up_a_write(tmp_path: Path) -> None:
+    embedding = HeldEmbedding("a long add")
+    with (
+        open_store(tmp_path, sync_interval=INTERVAL, embedding=embedding) as reader,
+        open_store(tmp_path, "other-agent.sqlite3") as other,
+    ):
+        internals = SyncInternals(reader)
+        writer = threading.Thread(target=reader.add, args=("a long add",))
+        writer.start()
+        try:
+            assert embedding.entered.wait(20)  # the add is under way, holding the lock
+            internals.make_due(1.5)
+            reader.search("anything at all")
+            wait_for(lambda: not internals.running)  # done without the lock
+            other.add("the gate opens at nine", id="gate")
+            internals.make_due(1.5)
+            reader.search("anything at all")
+            time.sleep(0.2)
+            assert internals.running  # found work: waits for the lock
+            assert "gate" not in index_ids(reader)
+        finally:
+            embedding.release.set()
+            writer.join()
+        wait_for(lambda: "gate" in index_ids(reader))
+        assert found(reader, "long add") != []
 
 
 def test_a_failed_check_is_tried_again_then_raised_by_a_caller(tmp_path: Path) -> None:
     with open_store(tmp_path, sync_interval=INTERVAL) as store:
+        internals = SyncInternals(store)
         store.add("something to index", metadata={"user": "ann"})
-        store._client.delete_collection(store._collection_name)  # Chroma now fails
-        due = store._sync_state.last = time.monotonic() - 1.5 * INTERVAL
+        # Chroma now fails: another client on the path deleted the collection.
+        chromadb.PersistentClient(path=str(tmp_path)).delete_collection("hybrid_memory")
+        due = internals.make_due(1.5)
         assert store.count({"user": "ann"}) == 1  # answered from the index
-        wait_for(lambda: not store._sync_state.running.locked())
-        assert store._sync_state.last == due  # given back: the next call tries again
-        store._sync_state.last = time.monotonic() - 2 * INTERVAL
+        wait_for(lambda: not internals.running)
+        assert internals.last == due  # given back: the next call tries again
+        internals.make_due(2)
         with pytest.raises(StoreError, match="Chroma"):
             store.count({"user": "ann"})
 
@@ -213,18 +293,18 @@ def test_a_check_overlapping_an_own_write_asks_again(
     stores: tuple[HybridMemory, HybridMemory],
 ) -> None:
     reader, other = stores
+    internals = SyncInternals(reader)
     threads = record_sync_threads(reader)
     other.add("the gate opens at nine", id="gate")
-    state = reader._sync_state
-    state.writes += 1  # as while this process writes the collection, then the index
-    due = state.last = time.monotonic() - 1.5 * INTERVAL
+    internals.half_write()  # as while this process writes the collection, then the index
+    due = internals.make_due(1.5)
     reader.search("anything at all")
-    wait_for(lambda: not state.running.locked())
-    assert state.last == due and threads == []  # no conclusion either way
-    state.writes += 1  # that write is done
+    wait_for(lambda: not internals.running)
+    assert internals.last == due and threads == []  # no conclusion either way
+    internals.half_write()  # that write is done
     reader.search("anything at all")  # still due: asks again
-    wait_for(lambda: reader._index.existing(["gate"]) == {"gate"})
+    wait_for(lambda: "gate" in index_ids(reader))
     assert len(threads) == 1
-    assert state.writes % 2 == 0
+    assert internals.writes % 2 == 0
     reader.add("a write of its own")
-    assert state.writes % 2 == 0
+    assert internals.writes % 2 == 0

@@ -3,10 +3,14 @@
 Reference: the straightforward tag leg (what the search did before), which asks the
 index for the newest carriers and for every evidence id again at each ranking. The
 search must give exactly the same hits, scores and ranks with either.
+
+The tag leg's class and its queries to the index are what these tests are about, so
+this module reaches them, through TagLegInternals only (rename there when they move).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections.abc import Iterator, Mapping
@@ -31,6 +35,34 @@ TAGS = ["alice", "bob", "carol", "work", "health", "travel", "new york", "tokyo"
 DAY = 86_400.0
 
 
+class TagLegInternals:
+    """The one place this module reaches inside the store: where the search finds its
+    tag leg's class, and the index method the tag leg asks for tag carriers."""
+
+    LEG = (memory_module, "_TagLeg")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def recording(store: HybridMemory) -> Iterator[list[tuple[tuple[str, ...], Any]]]:
+        """The tag leg's carrier queries while in the block: ``(tags, among)`` each, where
+        ``among`` is None for the newest carriers and else the ids asked about."""
+        index = store._index
+        carriers = index.tag_carriers
+        calls: list[tuple[tuple[str, ...], Any]] = []
+
+        def recording(
+            tags: tuple[str, ...], limit: int, where: Any = None, among: Any = None, **kw: Any
+        ) -> list[TagMatch]:
+            calls.append((tuple(tags), None if among is None else list(among)))
+            return carriers(tags, limit, where, among, **kw)
+
+        index.tag_carriers = recording  # type: ignore[method-assign]
+        try:
+            yield calls
+        finally:
+            del index.tag_carriers
+
+
 class ReferenceTagLeg:
     """The tag leg as it was: both queries again at every ranking."""
 
@@ -49,13 +81,13 @@ class ReferenceTagLeg:
         index, tags, depth, node, exclude = self.args
         if not tags:
             return {}
-        rows = index.tag_matches(tags, depth, node)
+        rows = index.tag_carriers(tags, depth, node)
         if evidence:
-            rows += index.tag_matches(tags, len(evidence), node, among=list(evidence))
+            rows += index.tag_carriers(tags, len(evidence), node, among=list(evidence))
         best: dict[str, tuple[int, float]] = {}
-        for memory_id, count, created in rows:
-            if memory_id != exclude:
-                best[memory_id] = (count, created)
+        for match in rows:
+            if match.id != exclude:
+                best[match.id] = (match.matched, match.created_at)
         ordered = sorted(best, key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1]))
         return {i: best[i][0] for i in ordered[:depth]}
 
@@ -105,27 +137,15 @@ def test_search_results_equal_the_straightforward_tag_leg(
     store: HybridMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kept = _searches(store)
-    monkeypatch.setattr(memory_module, "_TagLeg", ReferenceTagLeg)
+    monkeypatch.setattr(*TagLegInternals.LEG, ReferenceTagLeg)
     reference = _searches(store)
     assert any(ranks.get("tag") for _, hits in reference for _, _, ranks, _ in hits)
     assert kept == reference
 
 
 def test_the_second_ranking_asks_only_for_new_evidence(store: HybridMemory) -> None:
-    calls: list[tuple[tuple[str, ...], list[str] | None]] = []
-    carriers = store._index.tag_carriers
-
-    def recording(
-        tags: tuple[str, ...], limit: int, where: Any = None, among: Any = None, **kw: Any
-    ) -> list[TagMatch]:
-        calls.append((tuple(tags), None if among is None else list(among)))
-        return carriers(tags, limit, where, among, **kw)
-
-    store._index.tag_carriers = recording  # type: ignore[method-assign]
-    try:
+    with TagLegInternals.recording(store) as calls:
         result = store.search("alice work plan for the tokyo trip", k=10)
-    finally:
-        del store._index.tag_carriers
     assert result.matched_tags  # the query names known tags
     newest = [among for _, among in calls if among is None]
     asked = [among for _, among in calls if among is not None]
@@ -136,5 +156,8 @@ def test_the_second_ranking_asks_only_for_new_evidence(store: HybridMemory) -> N
 
 
 def test_no_tags_no_queries(store: HybridMemory) -> None:
-    leg = memory_module._TagLeg(store._index, (), 10, None, None)
-    assert leg.rank({"x": 1}) == {}
+    with TagLegInternals.recording(store) as calls:
+        result = store.search("deploy key rotates", k=10)  # names no known tag
+    assert result.matched_tags == ()
+    assert result and all("tag" not in h.ranks for h in result)
+    assert calls == []

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import chromadb
-import pytest
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
@@ -30,12 +30,15 @@ def _texts(n: int) -> list[str]:
     ]
 
 
-def test_tags_are_written_as_one_json_string(memory: HybridMemory) -> None:
+def test_tags_are_written_as_one_json_string(
+    store_and_collection: tuple[HybridMemory, Any],
+) -> None:
+    memory, collection = store_and_collection
     memory.add("Zoë flew to 東京", id="m", tags=["Travel", "new york", "東京"])
-    stored = memory._collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
+    stored = collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
     assert json.loads(stored[TAGS_KEY]) == ["travel", "new york", "東京"]
     memory.update("m", tags=[])
-    stored = memory._collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
+    stored = collection.get(ids=["m"], include=["metadatas"])["metadatas"][0]
     assert TAGS_KEY not in stored
     assert memory.get("m").tags == ()
 
@@ -57,13 +60,11 @@ def test_update_and_upsert_replace_tags_and_metadata_in_the_collection(
 
 
 def test_broad_tag_filters_keep_the_vector_legs_depth(
-    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch
+    memory: HybridMemory, filter_paths: Any
 ) -> None:
     # Every filter resolved as broad: Chroma runs the tag-free part, and the vector leg
     # must still return the k nearest memories passing the whole filter, however far
     # from the query they lie (the rare tag sits on the memories least like it).
-    import hybrid_memory.memory as memory_module
-
     texts = _texts(240)
     memory.add_many(
         [
@@ -91,7 +92,7 @@ def test_broad_tag_filters_keep_the_vector_legs_depth(
         reference[str(where)] = [h.id for h in hits]
         expected = min(10, memory.count(where))
         assert len(hits) == expected, where
-    monkeypatch.setattr(memory_module, "_NARROW_FILTER", 0)
+    filter_paths(narrow_filter=0)
     for where in filters:
         hits = memory.search(query, alpha=1.0, k=10, filter=where)
         assert {h.id for h in hits} == set(reference[str(where)]), where
@@ -101,12 +102,10 @@ def test_broad_tag_filters_keep_the_vector_legs_depth(
 
 
 def test_the_vector_leg_asks_for_more_when_the_tagged_memories_lie_far(
-    memory: HybridMemory, monkeypatch: pytest.MonkeyPatch
+    memory: HybridMemory, filter_paths: Any
 ) -> None:
     # Half the memories carry the tag, but none is among the query's nearest: the
     # first ask (twice the depth and a margin) finds none, so the leg asks again.
-    import hybrid_memory.memory as memory_module
-
     memory.add_many(
         [{"text": f"shock layer heat n{i}", "id": f"near{i}"} for i in range(120)]
         + [
@@ -114,7 +113,7 @@ def test_the_vector_leg_asks_for_more_when_the_tagged_memories_lie_far(
             for i in range(120)
         ]
     )
-    monkeypatch.setattr(memory_module, "_NARROW_FILTER", 0)
+    filter_paths(narrow_filter=0)
     narrow = memory.with_settings(candidates=10)
     hits = narrow.search("shock layer heat", alpha=1.0, k=10, filter={"tags": {"$contains": "far"}})
     assert len(hits) == 10
@@ -165,7 +164,8 @@ def test_a_store_written_with_tag_arrays_reads_filters_and_rewrites(tmp_path: Pa
         ui = {"tags": {"$contains": "ui"}}
         assert [h.id for h in store.search("likes", alpha=1.0, filter=ui)] == ["a"]
         store.update("b", tags=["bob", "tea"])
-        stored = store._collection.get(ids=["b"], include=["metadatas"])["metadatas"][0]
+        collection = chromadb.PersistentClient(path=str(tmp_path)).get_collection("hybrid_memory")
+        stored = collection.get(ids=["b"], include=["metadatas"])["metadatas"][0]
         assert json.loads(stored[TAGS_KEY]) == ["bob", "tea"]
         assert store.count({"tags": {"$contains": "tea"}}) == 1
         assert store.delete(filter={"tags": {"$contains": "alice"}}) == 1
@@ -174,9 +174,10 @@ def test_a_store_written_with_tag_arrays_reads_filters_and_rewrites(tmp_path: Pa
 
 
 def test_a_tags_value_not_written_by_hybrid_memory_is_kept_as_one_tag(
-    memory: HybridMemory, hash_embedding: HashEmbedding
+    store_and_collection: tuple[HybridMemory, Any], hash_embedding: HashEmbedding
 ) -> None:
-    memory._collection.add(
+    memory, collection = store_and_collection
+    collection.add(
         ids=["raw"],
         embeddings=hash_embedding(["raw"]),
         documents=["raw"],

@@ -316,10 +316,7 @@ def _three_ways(stores: Any, where: dict[str, Any]) -> tuple[set[str], set[str],
     node = parse_filter(where)
     part, exact = chroma_part(node)
     chroma_ids = set(collection.get(where=to_chroma(part), include=[])["ids"])
-    sql, params = to_sql(node)
-    sql_ids = {
-        r[0] for r in index._conn.execute(f"SELECT m.id FROM memories m WHERE {sql}", params)
-    }
+    sql_ids = set(index.page(node, None, 0))  # the filter as SQL, in the index
     assert index.count(node) == len(sql_ids)
     py_ids = {r.id for r in rows if matches(node, r.metadata, r.tags, r.created_at, r.updated_at)}
     if not exact:  # the part Chroma tests passes every memory that passes the filter
