@@ -120,8 +120,8 @@ class TagLeg:
         tags: tuple[str, ...],
         depth: int,
         node: Node | None,
-        scope: Scope | None,
         exclude: str | None,
+        scope: Scope | None,
     ) -> None:
         self._index = index
         self._tags = tags

@@ -92,7 +92,7 @@ class Searcher:
         if fallback_reason is not None:
             weights[VECTOR] = 0.0
 
-        tag_leg = TagLeg(index, query.tags, depth, node, scope, exclude)
+        tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope)
 
         def rankings_with(vector_ids: list[str]) -> tuple[dict[str, list[str]], dict[str, int]]:
             counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))

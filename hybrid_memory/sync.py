@@ -79,7 +79,7 @@ class IndexSync:
         if since < interval:
             return
         if interval == 0 or since >= 2 * interval:
-            self.sync()
+            self._sync_or_repair()
         elif self._checking.acquire(blocking=False):
             # The interval counts from the check's start, finished or not; a check
             # that fails or cannot tell gives the time back: the next call asks again.
@@ -102,7 +102,7 @@ class IndexSync:
                 if self.last_check == started:
                     self.last_check = previous
             elif behind:
-                self.sync()
+                self._sync_or_repair()
         except Exception:
             # Chroma unreachable, say: the next call starts another check, and once no
             # check succeeded for two intervals, calls check themselves and raise.
@@ -110,6 +110,14 @@ class IndexSync:
                 self.last_check = previous
         finally:
             self._checking.release()
+
+    def _sync_or_repair(self) -> None:
+        try:
+            self.sync()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise StoreError(f"the keyword index failed: {exc}") from exc
+            self.repair(exc)
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:

@@ -119,12 +119,12 @@ def filter_paths(monkeypatch: pytest.MonkeyPatch) -> Any:
     the one place the suite reaches them (rename here when they move)."""
 
     def set_paths(*, narrow_filter: int | None = None, exact_search: int | None = None) -> None:
-        import hybrid_memory.memory as search_module
+        from hybrid_memory import collection, legs
 
         if narrow_filter is not None:
-            monkeypatch.setattr(search_module, "_NARROW_FILTER", narrow_filter)
+            monkeypatch.setattr(legs.Scope, "NARROW", narrow_filter)
         if exact_search is not None:
-            monkeypatch.setattr(search_module, "_EXACT_SEARCH", exact_search)
+            monkeypatch.setattr(collection, "_COMPARE_ALL", exact_search)
 
     return set_paths
 

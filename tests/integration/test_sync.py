@@ -46,35 +46,39 @@ class SyncInternals:
 
     def __init__(self, store: HybridMemory) -> None:
         self.store = store
-        self.state = store._sync_state
+        self.sync = store._parts.sync
 
     def make_due(self, intervals: float = 1.5) -> float:
         """Move the last check ``intervals`` back: from 1 a check is due (and runs in the
         background), from 2 overdue (the caller checks before it answers)."""
-        self.state.last = time.monotonic() - intervals * INTERVAL
-        return float(self.state.last)
+        self.sync.last_check = time.monotonic() - intervals * INTERVAL
+        return float(self.sync.last_check)
 
     @property
     def last(self) -> float:
-        return float(self.state.last)
+        return float(self.sync.last_check)
 
     @property
     def running(self) -> bool:
         """A check is in flight."""
-        return bool(self.state.running.locked())
+        return bool(self.sync._checking.locked())
 
     @property
     def writes(self) -> int:
-        return int(self.state.writes)
+        return int(self.sync._writes)
 
     def half_write(self) -> None:
         """One half of a write's count: as when this process starts writing the
         collection, then the index, or has finished."""
-        self.state.writes += 1
+        self.sync._writes += 1
+
+    def wrap_sync(self, wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
+        """Run every sync of the index, explicit or periodic, as ``wrap(sync)``."""
+        self.sync.sync = wrap(self.sync.sync)  # type: ignore[method-assign]
 
     def wrap_check(self, wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
         """Run the background check as ``wrap(check)``."""
-        self.store._background_sync = wrap(self.store._background_sync)  # type: ignore[method-assign]
+        self.sync._check_in_background = wrap(self.sync._check_in_background)  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -94,14 +98,17 @@ def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 def record_sync_threads(store: HybridMemory) -> list[str]:
+    """The names of the threads that bring the index up to date, one per sync."""
     threads: list[str] = []
-    sync = store.sync
 
-    def recording(**kw: Any) -> None:
-        threads.append(threading.current_thread().name)
-        sync(**kw)
+    def recording(sync: Callable[..., None]) -> Callable[..., None]:
+        def run(**kw: Any) -> None:
+            threads.append(threading.current_thread().name)
+            sync(**kw)
 
-    store.sync = recording  # type: ignore[method-assign]
+        return run
+
+    SyncInternals(store).wrap_sync(recording)
     return threads
 
 

@@ -26,7 +26,7 @@ class Loads:
 
     def __init__(self, store: HybridMemory) -> None:
         self.count = 0
-        cache = store._tags
+        cache = store._parts.tags
         self.load = cache._loader
         cache._loader = self
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory import memory as memory_module
+from hybrid_memory import search as search_module
 from hybrid_memory.filters import Node
 from hybrid_memory.keyword import KeywordIndex, TagMatch
 
@@ -39,14 +39,14 @@ class TagLegInternals:
     """The one place this module reaches inside the store: where the search finds its
     tag leg's class, and the index method the tag leg asks for tag carriers."""
 
-    LEG = (memory_module, "_TagLeg")
+    LEG = (search_module, "TagLeg")
 
     @staticmethod
     @contextlib.contextmanager
     def recording(store: HybridMemory) -> Iterator[list[tuple[tuple[str, ...], Any]]]:
         """The tag leg's carrier queries while in the block: ``(tags, among)`` each, where
         ``among`` is None for the newest carriers and else the ids asked about."""
-        index = store._index
+        index = store._parts.index
         carriers = index.tag_carriers
         calls: list[tuple[tuple[str, ...], Any]] = []
 
@@ -73,7 +73,7 @@ class ReferenceTagLeg:
         depth: int,
         node: Node | None,
         exclude: str | None,
-        within: Any = None,  # the row ids passing node: not used, node is
+        scope: Any = None,  # the memories passing node: not used, node is
     ) -> None:
         self.args = (index, tags, depth, node, exclude)
 
