@@ -49,11 +49,11 @@ class ReferenceTagLeg:
         index, tags, depth, node, exclude = self.args
         if not tags:
             return {}
-        rows = index.tag_matches(tags, depth, node)
+        rows = index.tag_carriers(tags, depth, node)
         if evidence:
-            rows += index.tag_matches(tags, len(evidence), node, among=list(evidence))
+            rows += index.tag_carriers(tags, len(evidence), node, among=list(evidence))
         best: dict[str, tuple[int, float]] = {}
-        for memory_id, count, created in rows:
+        for memory_id, count, created, _ in rows:
             if memory_id != exclude:
                 best[memory_id] = (count, created)
         ordered = sorted(best, key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1]))
