@@ -20,7 +20,6 @@ write, this connection's and other connections' (``PRAGMA data_version``).
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import wait
@@ -70,11 +69,6 @@ class KeywordIndex:
         )
         self.tags = TagIndex(conn, self.ids_cache)
         self._data_version = file.data_version()
-
-    @property
-    def _conn(self) -> sqlite3.Connection:
-        """The index's connection (for tests that read its tables directly)."""
-        return self.file.conn
 
     def reset(self, cause: BaseException) -> None:
         """After ``cause`` (a damage error, :func:`is_damage`) from this index: reopen the
@@ -310,11 +304,3 @@ class KeywordIndex:
         with self._lock:
             self._catch_up()
             return self.tags.matches(tags, limit, where, among, within)
-
-    def _search_fts(
-        self, words: Sequence[str], limit: int, where: Node | None
-    ) -> list[tuple[str, float]]:
-        """FTS5's own ranking of ``words``, the reference the postings' ranking is held to
-        by tests (tests/integration/test_ingest.py)."""
-        with self._lock:
-            return self.keywords.search_fts(words, limit, where)

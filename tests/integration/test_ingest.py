@@ -69,7 +69,8 @@ def test_a_batch_chroma_rejects_mid_ingest_is_in_neither(tmp_path: Path) -> None
     assert "delta" not in store.tags() and "alpha" in store.tags()
     for query in ("memory about", "alpha delta", "warmup golf"):
         words = query_words(query)
-        assert_same(store._index.search(query, 20), store._index._search_fts(words, 20, None))
+        reference = store._index.keywords.search_fts(words, 20, None)
+        assert_same(store._index.search(query, 20), reference)
     assert not store._reconcile()  # nothing to repair
     store.close()
     with open_store(tmp_path) as reopened:

@@ -105,7 +105,7 @@ def test_a_file_index_checkpoints_itself_and_the_next_write_waits_for_it(
 ) -> None:
     path = tmp_path / "k.sqlite3"
     index = KeywordIndex(str(path), TOKENIZER)
-    assert index._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    assert index.file.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     rng = random.Random(2)
     index.upsert(rows(rng, "few", 3))  # a handful of rows: no checkpoint yet
     assert index.file.pending_checkpoint is None

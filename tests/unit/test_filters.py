@@ -320,7 +320,7 @@ def _three_ways(stores: Any, where: dict[str, Any]) -> tuple[set[str], set[str],
     chroma_ids = set(collection.get(where=to_chroma(part), include=[])["ids"])
     sql, params = to_sql(node)
     sql_ids = {
-        r[0] for r in index._conn.execute(f"SELECT m.id FROM memories m WHERE {sql}", params)
+        r[0] for r in index.file.conn.execute(f"SELECT m.id FROM memories m WHERE {sql}", params)
     }
     assert index.count(node) == len(sql_ids)
     py_ids = {r.id for r in rows if matches(node, r.metadata, r.tags, r.created_at, r.updated_at)}

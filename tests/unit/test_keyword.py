@@ -131,8 +131,8 @@ def test_a_memory_is_found_by_its_own_text(text: str) -> None:
     idx = KeywordIndex(None, TOKENIZER)
     try:
         idx.upsert([IndexRow("m", text)])
-        idx._conn.execute("CREATE VIRTUAL TABLE vocab USING fts5vocab(memories_fts, 'row')")
-        indexed_terms = idx._conn.execute("SELECT COUNT(*) FROM vocab").fetchone()[0]
+        idx.file.conn.execute("CREATE VIRTUAL TABLE vocab USING fts5vocab(memories_fts, 'row')")
+        indexed_terms = idx.file.conn.execute("SELECT COUNT(*) FROM vocab").fetchone()[0]
         assert (ids(idx.search(text, 5)) == ["m"]) == (indexed_terms > 0)
     finally:
         idx.close()

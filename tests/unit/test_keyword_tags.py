@@ -69,7 +69,7 @@ def _reference(
     where: Node | None,
     among: list[str] | None,
 ) -> list[TagMatch]:
-    conn = index._conn
+    conn = index.file.conn
     sql, params = to_sql(where)
     passing = {
         r[0]
@@ -149,7 +149,7 @@ def test_ties_go_to_the_lower_index_row() -> None:
 
 
 def test_all_tags_lists_each_tag_in_use_once_sorted(filled: KeywordIndex) -> None:
-    distinct = {r[0] for r in filled._conn.execute("SELECT DISTINCT tag FROM memory_tags")}
+    distinct = {r[0] for r in filled.file.conn.execute("SELECT DISTINCT tag FROM memory_tags")}
     assert filled.all_tags() == sorted(distinct)
     index = KeywordIndex(None, TOKENIZER)
     assert index.all_tags() == []
@@ -162,7 +162,7 @@ def test_all_tags_lists_each_tag_in_use_once_sorted(filled: KeywordIndex) -> Non
 
 
 def _assert_like_reference(index: KeywordIndex, rng: random.Random, rounds: int = 6) -> None:
-    everyone = [r[0] for r in index._conn.execute("SELECT id FROM memories")]
+    everyone = [r[0] for r in index.file.conn.execute("SELECT id FROM memories")]
     for _ in range(rounds):
         tags = rng.sample(TAGS, rng.randint(1, 3))
         limit = rng.choice([3, 20, 500])

@@ -75,7 +75,7 @@ def _exact(value: Any) -> Any:
 
 def dump(index: KeywordIndex) -> dict[str, Any]:
     """Everything the index holds, by memory id (row ids are the same in both paths)."""
-    c = index._conn
+    c = index.file.conn
     memories = {
         r[1]: (r[0], r[2], json.loads(r[3]), json.loads(r[4]), r[5], _exact(r[6]), _exact(r[7]))
         for r in c.execute(
@@ -126,7 +126,7 @@ def test_values_json_cannot_carry_are_written_row_by_row(tmp_path: Path) -> None
     index.upsert([nul])
     assert index.rows(["a\x00b"])["a\x00b"] == nul
     assert [h[0] for h in index.search("flow", 5)] == ["a\x00b"]
-    assert index._conn.execute("SELECT tag FROM memory_tags").fetchall() == [("x\x00y",)]
+    assert index.file.conn.execute("SELECT tag FROM memory_tags").fetchall() == [("x\x00y",)]
     assert index.count(parse_filter({"k\x00": "v\x00"})) == 1
     # An int beyond 64 bits: SQLite refuses it, as it always did, and nothing is written.
     huge = IndexRow("big", "huge number", (), {"n": 2**70}, "h", 1.0)

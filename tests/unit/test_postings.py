@@ -338,7 +338,7 @@ def test_postings_follow_every_write_from_an_empty_index(
     with index.upserting(random_rows(rng, 30, start=400)):
         pass
     postings = index.keywords.postings
-    assert postings is not None and postings.high == next_rowid(index._conn) - 1
+    assert postings is not None and postings.high == next_rowid(index.file.conn) - 1
     for query in QUERIES:
         assert_same(index.search(query, 40), fts_ranking(index, query, 40))
     assert index.keywords.postings is postings  # followed, not rebuilt by the search
