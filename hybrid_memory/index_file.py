@@ -65,6 +65,85 @@ def is_damage(exc: BaseException) -> bool:
     return code & 0xFF in _DAMAGE_PRIMARY or code in _DAMAGE_EXTENDED
 
 
+def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
+    """Create the tables; drop them first when the schema version or the tokenizer
+    changed (the store then refills the empty index from the collection)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT)")
+    stored = dict(conn.execute("SELECT key, value FROM index_state").fetchall())
+    if stored.get("schema") != SCHEMA_VERSION or stored.get("tokenizer") != tokenizer:
+        for table in _TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DELETE FROM index_state")
+    conn.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS memories (
+            rowid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+            text TEXT NOT NULL,
+            tags TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL, updated_at REAL NOT NULL);
+        CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+        CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+        CREATE TABLE IF NOT EXISTS memory_tags (
+            tag TEXT NOT NULL, rowid INTEGER NOT NULL, created_at REAL NOT NULL,
+            PRIMARY KEY (tag, rowid)) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS memory_tags_row ON memory_tags(rowid);
+        CREATE INDEX IF NOT EXISTS memory_tags_recent ON memory_tags(tag, created_at);
+        CREATE TABLE IF NOT EXISTS memory_meta (
+            rowid INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+            in_array INTEGER NOT NULL, value);
+        CREATE INDEX IF NOT EXISTS memory_meta_value
+            ON memory_meta(key, kind, in_array, value, rowid);
+        CREATE INDEX IF NOT EXISTS memory_meta_row ON memory_meta(rowid);
+        """
+    )
+    tokenize = tokenizer.replace("'", "''")
+    try:
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts "
+            f"USING fts5(text, tokenize='{tokenize}')"
+        )
+    except sqlite3.OperationalError as exc:
+        from hybrid_memory.errors import InvalidInputError
+
+        raise InvalidInputError(
+            "HYBRID_MEMORY_KEYWORD_TOKENIZER (keyword_tokenizer)",
+            f"SQLite FTS5 rejected tokenizer {tokenizer!r}: {exc}; examples: "
+            "'porter unicode61 remove_diacritics 2', 'unicode61', 'trigram'",
+        ) from exc
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_vocab USING fts5vocab(memories_fts, 'row')"
+    )
+    # Scratch tables with the index's tokenizer: query words tokenised as the
+    # index tokenises text (temp.query_terms), every token of every indexed
+    # memory in (term, row, offset) order, what the in-memory postings are built
+    # from (temp.memory_terms), and the tokens of new rows (temp.new_terms).
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
+        f"USING fts5(word, tokenize='{tokenize}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms "
+        "USING fts5vocab('temp', 'query_words', 'instance')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_terms "
+        "USING fts5vocab('main', 'memories_fts', 'instance')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_texts "
+        f"USING fts5(text, content='', tokenize='{tokenize}')"  # emptied at once
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_terms "
+        "USING fts5vocab('temp', 'new_texts', 'instance')"
+    )
+    create_batch_tables(conn)
+    conn.executemany(
+        "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
+        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer)],
+    )
+
+
 class IndexFile:
     """One connection to the index file (``path=None``: in memory), shared by all
     threads under :attr:`lock`.
@@ -178,7 +257,8 @@ class IndexFile:
         self._opened = self._file_id()
         try:
             self._configure()
-            self._create_schema()
+            with self.lock:
+                create_schema(self.conn, self.tokenizer)
             # Every table read once: a damaged file fails here, on open, rather than in
             # a search (damage the probes miss is caught there: see HybridMemory._guarded).
             self.conn.execute("SELECT count(*), max(updated_at) FROM memories").fetchone()
@@ -204,89 +284,6 @@ class IndexFile:
         # SQLite's own checkpoint runs inside the COMMIT that fills the log past 1,000
         # pages, on the writer's thread: the index queues its own instead (:meth:`committed`).
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
-
-    def _create_schema(self) -> None:
-        """Create the tables; drop them first when the schema version or the tokenizer
-        changed (the store then refills the empty index from the collection)."""
-        with self.lock:
-            c = self.conn
-            c.execute("CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT)")
-            stored = dict(c.execute("SELECT key, value FROM index_state").fetchall())
-            if stored.get("schema") != SCHEMA_VERSION or stored.get("tokenizer") != (
-                self.tokenizer
-            ):
-                for table in _TABLES:
-                    c.execute(f"DROP TABLE IF EXISTS {table}")
-                c.execute("DELETE FROM index_state")
-            c.executescript(
-                """
-                CREATE TABLE IF NOT EXISTS memories (
-                    rowid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
-                    text TEXT NOT NULL,
-                    tags TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
-                    created_at REAL NOT NULL, updated_at REAL NOT NULL);
-                CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
-                CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
-                CREATE TABLE IF NOT EXISTS memory_tags (
-                    tag TEXT NOT NULL, rowid INTEGER NOT NULL, created_at REAL NOT NULL,
-                    PRIMARY KEY (tag, rowid)) WITHOUT ROWID;
-                CREATE INDEX IF NOT EXISTS memory_tags_row ON memory_tags(rowid);
-                CREATE INDEX IF NOT EXISTS memory_tags_recent ON memory_tags(tag, created_at);
-                CREATE TABLE IF NOT EXISTS memory_meta (
-                    rowid INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
-                    in_array INTEGER NOT NULL, value);
-                CREATE INDEX IF NOT EXISTS memory_meta_value
-                    ON memory_meta(key, kind, in_array, value, rowid);
-                CREATE INDEX IF NOT EXISTS memory_meta_row ON memory_meta(rowid);
-                """
-            )
-            tokenize = self.tokenizer.replace("'", "''")
-            try:
-                c.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts "
-                    f"USING fts5(text, tokenize='{tokenize}')"
-                )
-            except sqlite3.OperationalError as exc:
-                from hybrid_memory.errors import InvalidInputError
-
-                raise InvalidInputError(
-                    "HYBRID_MEMORY_KEYWORD_TOKENIZER (keyword_tokenizer)",
-                    f"SQLite FTS5 rejected tokenizer {self.tokenizer!r}: {exc}; examples: "
-                    "'porter unicode61 remove_diacritics 2', 'unicode61', 'trigram'",
-                ) from exc
-            c.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS memories_vocab "
-                "USING fts5vocab(memories_fts, 'row')"
-            )
-            # Scratch tables with the index's tokenizer: query words tokenised as the
-            # index tokenises text (temp.query_terms), every token of every indexed
-            # memory in (term, row, offset) order, what the in-memory postings are built
-            # from (temp.memory_terms), and the tokens of new rows (temp.new_terms).
-            c.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
-                f"USING fts5(word, tokenize='{tokenize}')"
-            )
-            c.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms "
-                "USING fts5vocab('temp', 'query_words', 'instance')"
-            )
-            c.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_terms "
-                "USING fts5vocab('main', 'memories_fts', 'instance')"
-            )
-            c.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_texts "
-                f"USING fts5(text, content='', tokenize='{tokenize}')"  # emptied at once
-            )
-            c.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_terms "
-                "USING fts5vocab('temp', 'new_texts', 'instance')"
-            )
-            create_batch_tables(c)
-            c.executemany(
-                "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
-                [("schema", SCHEMA_VERSION), ("tokenizer", self.tokenizer)],
-            )
 
     # --- the state table ----------------------------------------------------------------
 
