@@ -64,9 +64,9 @@ class MemoryIds:
 
     A row id is never given to another memory (row ids are never reused), so a row's id
     stays true until the postings are rebuilt from scratch, which empties this
-    (:meth:`forget_all`). An update gives a memory a new row id, so the other direction
-    forgets the memories each write touches (:meth:`forget`), and all of them when another
-    connection wrote (:meth:`forget_rows`)."""
+    (:meth:`clear`). An update gives a memory a new row id, so the other direction
+    forgets the memories each write touches (:meth:`written`), and all of them when another
+    connection wrote (:meth:`clear_rowids`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -97,14 +97,14 @@ class MemoryIds:
             found.update(rowids_of(self._conn, [i for i in ids if i not in found]))
         return found
 
-    def forget(self, ids: Iterable[str]) -> None:
+    def written(self, ids: Iterable[str]) -> None:
         for memory_id in ids:
             self._rows.pop(memory_id, None)
 
-    def forget_rows(self) -> None:
+    def clear_rowids(self) -> None:
         self._rows.clear()
 
-    def forget_all(self) -> None:
+    def clear(self) -> None:
         self._ids.clear()
         self._rows.clear()
 
@@ -119,7 +119,7 @@ class IndexReads:
         # for them every time, and COUNT(*) scans the table or the filter's rows.
         self._counts: dict[tuple[str, tuple[Any, ...]], int] = {}
 
-    def forget_counts(self) -> None:
+    def clear_counts(self) -> None:
         """A write happened: every kept count may be wrong."""
         self._counts.clear()
 

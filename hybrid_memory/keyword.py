@@ -112,9 +112,9 @@ class KeywordIndex:
         payload = batch_json(latest)
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
-            self.reads.forget_counts()
+            self.reads.clear_counts()
             try:
-                self._catch_up()
+                self._see_other_writers()
                 batch = Batch(
                     latest,
                     payload,
@@ -139,7 +139,7 @@ class KeywordIndex:
                 c.execute("ROLLBACK")
                 raise
             self.keywords.written(batch, tokens)
-            self.ids_cache.forget(r.id for r in batch.rows)
+            self.ids_cache.written(r.id for r in batch.rows)
             self.tags.written(batch)
             self.file.committed()
 
@@ -147,9 +147,9 @@ class KeywordIndex:
         """Remove memories by id; returns how many were present."""
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
-            self.reads.forget_counts()
+            self.reads.clear_counts()
             try:
-                self._catch_up()
+                self._see_other_writers()
                 found = rowids_of(c, list(ids))
                 rowids = list(found.values())
                 delete_rows(c, rowids)
@@ -159,35 +159,35 @@ class KeywordIndex:
                 self.keywords.postings = None  # rebuilt by the next search
                 c.execute("ROLLBACK")
                 raise
-            self.ids_cache.forget(found)
+            self.ids_cache.written(found)
             self.tags.removed(rowids)
             self.file.committed()
             return len(rowids)
 
     def clear(self) -> None:
         with self.file.writing() as c:
-            self.reads.forget_counts()
+            self.reads.clear_counts()
             for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
                 c.execute(f"DELETE FROM {table}")
             self.keywords.cleared()
             self.tags.carriers.clear()
-            self.ids_cache.forget_rows()
+            self.ids_cache.clear_rowids()
             self.file.committed()
 
-    def _catch_up(self) -> None:
+    def _see_other_writers(self) -> None:
         """Bring the in-memory parts in step with rows other connections wrote (another
         process sharing this index file). Under the lock."""
         version = self.file.data_version()
         if version == self._data_version:
             return
         self._data_version = version
-        self.reads.forget_counts()
-        self.ids_cache.forget_rows()
-        caught_up = self.keywords.catch_up()
-        if caught_up is None:
+        self.reads.clear_counts()
+        self.ids_cache.clear_rowids()
+        seen = self.keywords.other_writers_wrote()
+        if seen is None:
             self.tags.carriers.clear()  # read again when next asked for
         else:
-            self.tags.catch_up(*caught_up)
+            self.tags.other_writers_wrote(*seen)
 
     # --- reads --------------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class KeywordIndex:
         """Memories passing ``where``. Counts are kept between writes: search asks for
         them every time, and COUNT(*) scans the table or the filter's rows."""
         with self._lock:
-            self._catch_up()  # another connection's write changes the counts
+            self._see_other_writers()  # another connection's write changes the counts
             return self.reads.count(where)
 
     def passing(self, ids: Sequence[str], where: Node | None) -> set[str]:
@@ -231,7 +231,7 @@ class KeywordIndex:
         """The ids of the memories passing ``where``, oldest first (``created_at``, then
         ``id``), ``offset`` skipped and at most ``limit`` (None: all)."""
         with self._lock:
-            self._catch_up()
+            self._see_other_writers()
             return self.reads.page(where, limit, offset)
 
     def within(self, where: Node | None, cap: int) -> tuple[IntArray, list[str]] | None:
@@ -268,7 +268,7 @@ class KeywordIndex:
         Query words found in more than ``max_df`` of all memories are left out (unless
         that would leave none): they weigh little in BM25 and match the most rows."""
         with self._lock:
-            self._catch_up()
+            self._see_other_writers()
             return self.keywords.search(
                 text,
                 limit,
@@ -302,5 +302,5 @@ class KeywordIndex:
         if not tags or (among is not None and not among):
             return []
         with self._lock:
-            self._catch_up()
+            self._see_other_writers()
             return self.tags.matches(tags, limit, where, among, within)

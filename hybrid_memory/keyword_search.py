@@ -5,7 +5,7 @@ FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009) and s
 with Porter by default. Ranking itself runs over :class:`~hybrid_memory.postings.Postings`,
 numpy arrays built from FTS5's own tokens on the first search and kept in step with
 every write (and with other connections' writes, see
-:meth:`~hybrid_memory.keyword.KeywordIndex`'s catching up): the same BM25 scores without
+:class:`~hybrid_memory.keyword.KeywordIndex`): the same BM25 scores without
 a ``bm25()`` call per matching row. Query words that FTS5 reads as phrases (several
 tokens, as with the trigram tokenizer) are ranked by FTS5 itself.
 """
@@ -238,7 +238,7 @@ class KeywordSearch:
         """The postings, built from the FTS5 index when there are none yet (once per
         open store, in time proportional to the store)."""
         if self.postings is None:
-            self._ids.forget_all()
+            self._ids.clear()
             postings = Postings()
             tokens = self._conn.execute(tokens_sql("temp.memory_terms")).fetchone()[0]
             postings.add(self._reads.rowids(), parse_tokens(tokens))
@@ -266,7 +266,7 @@ class KeywordSearch:
     def cleared(self) -> None:
         self.postings = Postings() if self._postings_rank else None  # empty, as the index
 
-    def catch_up(self) -> tuple[list[int], int] | None:
+    def other_writers_wrote(self) -> tuple[list[int], int] | None:
         """After other connections wrote: vanished rows out of the postings, new rows in.
         Returns the rows gone and the highest row id held before (the rows above it are
         new), or None when there are no postings (or they must be rebuilt, because rows

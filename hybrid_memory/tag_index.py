@@ -61,11 +61,11 @@ class TagIndex:
         if among is not None:
             ids = list(dict.fromkeys(among))
             if where is None or within is not None:
-                found = self._counts_held(ids, tags, within)
+                found = self._counts_in_memory(ids, tags, within)
             else:
                 found = self._counts_by_sql(ids, tags, where)
         elif where is None or within is not None:
-            found = self._newest_held(tags, limit, within)
+            found = self._newest_in_memory(tags, limit, within)
         else:
             found = self._newest_by_sql(tags, limit, where)
         found.sort(key=tag_order)
@@ -73,7 +73,7 @@ class TagIndex:
 
     # --- from the carriers held in memory ---------------------------------------------
 
-    def _hold(self, tags: Sequence[str]) -> None:
+    def _load_carriers(self, tags: Sequence[str]) -> None:
         """Read the carriers of those of ``tags`` not held yet: when none are held and
         every tag's fit in half the capacity, all of them in one pass (one tag at a time,
         a search would meet a read for each tag it is the first to match), else tag by tag."""
@@ -107,12 +107,12 @@ class TagIndex:
             keep=asked,
         )
 
-    def _newest_held(
+    def _newest_in_memory(
         self, tags: Sequence[str], limit: int, within: IntArray | None
     ) -> list[TagMatch]:
         """Each tag's ``limit`` newest carriers (among the row ids ``within``), with how
         many of ``tags`` each carries."""
-        self._hold(tags)
+        self._load_carriers(tags)
         newest: dict[int, float] = {}
         for tag in tags:
             rows, created = self.carriers.newest(tag, limit, within)
@@ -126,12 +126,12 @@ class TagIndex:
             if r in ids
         ]
 
-    def _counts_held(
+    def _counts_in_memory(
         self, ids: Sequence[str], tags: Sequence[str], within: IntArray | None
     ) -> list[TagMatch]:
         """How many of ``tags`` each of the memories ``ids`` (of the row ids ``within``)
         carries, those carrying none left out."""
-        self._hold(tags)
+        self._load_carriers(tags)
         rowids = self._ids.rowids_of(ids)
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
         matched, created = self.carriers.counts(rows, tags)
@@ -223,7 +223,7 @@ class TagIndex:
         except Exception:
             self.carriers.clear()  # read again when next asked for
 
-    def catch_up(self, gone: Sequence[int], high: int) -> None:
+    def other_writers_wrote(self, gone: Sequence[int], high: int) -> None:
         """After other connections wrote: rows ``gone`` out, those above ``high`` in."""
         if not self.carriers:
             return
