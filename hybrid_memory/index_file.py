@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
+from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.index_writes import create_batch_tables
 
 try:  # POSIX: repairs of one index file by several processes take turns
@@ -103,8 +104,6 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
             f"USING fts5(text, tokenize='{tokenize}')"
         )
     except sqlite3.OperationalError as exc:
-        from hybrid_memory.errors import InvalidInputError
-
         raise InvalidInputError(
             "HYBRID_MEMORY_KEYWORD_TOKENIZER (keyword_tokenizer)",
             f"SQLite FTS5 rejected tokenizer {tokenizer!r}: {exc}; examples: "
