@@ -2,14 +2,13 @@
 
 The tag leg asks, on every search, which memories carry the tags the query matched:
 each tag's newest carriers, and how many of the tags each of the other legs' hits
-carries. In SQL that is an index probe per (memory, tag) pair, ~0.4 ms per hundred
-memories at 100,000; against a sorted array of each tag's carriers it is one
-``searchsorted``.
+carries. In SQL that is an index probe per (memory, tag) pair; against a sorted array
+of each tag's carriers it is one ``searchsorted``.
 
 :class:`TagCarriers` keeps, for the tags asked for recently, the row ids of their
 carriers (ascending) and those memories' creation times. It is derived state: filled
 from the index's ``memory_tags`` table and kept in step with it by
-:class:`~hybrid_memory.keyword.KeywordIndex`, which empties it whenever another
+:class:`~hybrid_memory.tag_index.TagIndex`, which empties it whenever another
 connection wrote. Nothing here does I/O.
 """
 
@@ -25,7 +24,7 @@ from hybrid_memory.postings import FloatArray, IntArray
 
 BoolArray = npt.NDArray[np.bool_]
 
-CAPACITY = 2_000_000  # carrier entries kept over all tags (~32 MB); least recent go first
+CAPACITY = 2_000_000  # carrier entries kept over all tags (16 bytes each); least recent go first
 
 
 class _Tag:
@@ -48,8 +47,8 @@ class _Tag:
 
     def appended(self, rows: IntArray, created: FloatArray) -> _Tag:
         """This tag with carriers above every held row added, its newest-first order
-        kept by merging (sorting it afresh after every single add cost ~1 ms for a tag
-        on 17,000 memories, in the next search)."""
+        kept by merging (sorting it afresh after every single add would cost the next
+        search a sort of every carrier of a common tag)."""
         grown = _Tag(np.concatenate([self.rows, rows]), np.concatenate([self.created, created]))
         if self._newest is not None:
             order = np.lexsort((-rows, -created))  # the new rows, newest first

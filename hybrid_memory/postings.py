@@ -1,14 +1,15 @@
 """In-memory BM25 postings: the keyword leg's top k without calling SQL per match.
 
 SQLite FTS5 finds the memories a query matches quickly, but ranks them by calling its
-``bm25()`` function once per matching row: about 11,500 rows per question at 100,000
-memories, 14 ms. The same scores over numpy arrays (one gather, one weighted
-``bincount`` and one partial sort) cost well under a millisecond and do not loop over
-matches in Python.
+``bm25()`` function once per matching row, a cost that grows with the store. The same
+scores over numpy arrays (one gather, one weighted ``bincount`` and one partial sort)
+do not loop over matches in Python.
 
 The arrays are derived state twice removed: built from the FTS5 index's own tokens
 (so stemming and folding are exactly the configured tokenizer's) and kept in step
-with it by :class:`~hybrid_memory.keyword.KeywordIndex`. Nothing here does I/O.
+with it by :class:`~hybrid_memory.keyword_search.KeywordSearch`. Nothing here does I/O:
+:func:`tokens_sql` is the query that reads tokens out of FTS5, :func:`parse_tokens`
+turns its one value into :class:`Tokens`.
 
 Scores are Okapi BM25 exactly as FTS5 computes them (``fts5_aux.c``; Robertson &
 Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009):
@@ -23,6 +24,7 @@ as in FTS5, where each quoted query word is a phrase of its own.
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -61,27 +63,36 @@ class Tokens(NamedTuple):
     sizes: IntArray
     docs: IntArray
 
-    @classmethod
-    def of(cls, occurrences: Sequence[tuple[str, IntArray]]) -> Tokens:
-        """From ``[(term, row id per occurrence)]``."""
-        arrays = [np.asarray(d, dtype=np.int64) for _, d in occurrences]
-        return cls(
-            [t for t, _ in occurrences],
-            np.array([len(a) for a in arrays], dtype=np.int64),
-            np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64),
-        )
+
+def tokens_sql(vocabulary: str) -> str:
+    """The tokens in an fts5vocab 'instance' table as one JSON text, ``[[term, …], "size,
+    …", "row,row,…"]``: the flat form of :class:`Tokens`. One value, so SQLite does all
+    the work in a single step, during which it releases the GIL, and Python parses two
+    number lists instead of one per term."""
+    return (
+        "SELECT json_array(json_group_array(term), group_concat(n), group_concat(rows)) "
+        f"FROM (SELECT term, COUNT(*) AS n, group_concat(doc) AS rows FROM {vocabulary} "
+        "GROUP BY term)"
+    )
 
 
-def term_frequencies(occurrences: Sequence[IntArray]) -> tuple[IntArray, IntArray, IntArray]:
-    """From each term's list of row ids, one entry per occurrence (FTS5's instance
-    order), to ``(term index, row id, tf)`` per distinct (term, row), sorted by term
-    then row: one sort for the whole batch, however many terms."""
-    tokens = Tokens.of([("", o) for o in occurrences])
-    return _frequencies(tokens.sizes, tokens.docs)
+def parse_tokens(text: str) -> Tokens:
+    """:func:`tokens_sql`'s value as :class:`Tokens`."""
+    terms, sizes, docs = json.loads(text)
+    if not terms:
+        empty = np.zeros(0, dtype=np.int64)
+        return Tokens([], empty, empty)
+    return Tokens(
+        terms,
+        np.fromstring(sizes, dtype=np.int64, sep=","),
+        np.fromstring(docs, dtype=np.int64, sep=","),
+    )
 
 
-def _frequencies(sizes: IntArray, docs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-    """:func:`term_frequencies` of the flat form (:class:`Tokens`)."""
+def term_frequencies(sizes: IntArray, docs: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """From tokens in their flat form (:class:`Tokens`: one row id per occurrence, in
+    FTS5's instance order or any other) to ``(term index, row id, tf)`` per distinct
+    (term, row), sorted by term then row: one sort for the whole batch, however many terms."""
     if not int(sizes.sum()):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
@@ -100,7 +111,7 @@ def _frequencies(sizes: IntArray, docs: IntArray) -> tuple[IntArray, IntArray, I
 class Postings:
     """Term → (row ids, term frequencies), document lengths and a live mask.
 
-    Row ids only grow: :meth:`extend` refuses an id not above every id seen, so a
+    Row ids only grow: :meth:`add` refuses an id not above every id seen, so a
     removed row (kept as a tombstone until the next compaction) can never come back
     to life with another row's postings. Not thread-safe: the owner serialises calls.
     """
@@ -117,22 +128,16 @@ class Postings:
 
     # --- writes -------------------------------------------------------------------
 
-    def extend(self, rows: IntArray, terms: Sequence[tuple[str, IntArray]]) -> None:
-        """Add the new ``rows`` given, per term, the row id of each occurrence of that
-        term (``[("flow", [3, 3, 7]), ...]``: row 3 has "flow" twice). Every row id
-        must be above :attr:`high`; a row without tokens is still a row (it counts in
-        N, as in FTS5)."""
-        self.add(rows, Tokens.of(terms))
-
     def add(self, rows: IntArray, tokens: Tokens) -> None:
-        """:meth:`extend` with the tokens in their flat form."""
+        """Add the new ``rows`` with their ``tokens``. Every row id must be above
+        :attr:`high`; a row without tokens is still a row (it counts in N, as in FTS5)."""
         rows = np.unique(np.asarray(rows, dtype=np.int64))
         if not len(rows):
             return
         if int(rows[0]) <= self.high:
             raise ValueError(f"row ids must grow: got {int(rows[0])}, already have {self.high}")
         terms = tokens.terms
-        term_of, doc, tf = _frequencies(tokens.sizes, tokens.docs)
+        term_of, doc, tf = term_frequencies(tokens.sizes, tokens.docs)
         position = np.searchsorted(rows, doc)
         if len(doc) and (
             int(position.max()) >= len(rows) or not np.array_equal(rows[position], doc)
@@ -234,18 +239,12 @@ class Postings:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         rows = np.concatenate(parts_rows)
         totals = np.bincount(rows, weights=np.concatenate(parts_scores)).astype(np.float64)
-        # The matched rows, found through a mask: scanning the boolean mask is ~4× faster
-        # than scanning the float totals for non-zeros (every score is positive anyway).
+        # The matched rows, found through a boolean mask: scanning it is faster than
+        # scanning the float totals for non-zeros (every score is positive anyway).
         matched = np.zeros(len(totals), dtype=bool)
         matched[rows] = True
         matched_rows = np.flatnonzero(matched).astype(np.int64)
         return matched_rows, totals[matched_rows]
-
-    def top(self, terms: Sequence[str], limit: int) -> tuple[IntArray, FloatArray]:
-        """The ``limit`` best rows for ``terms``: ``(row ids, scores)``, best first;
-        equal scores in row order."""
-        rows, scores = self.scores(terms)
-        return best_first(rows, scores, limit)
 
 
 def best_first(rows: IntArray, scores: FloatArray, limit: int) -> tuple[IntArray, FloatArray]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory import keyword
+from hybrid_memory import index_file
 from hybrid_memory.keyword import IndexRow, KeywordIndex
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -105,17 +105,17 @@ def test_a_file_index_checkpoints_itself_and_the_next_write_waits_for_it(
 ) -> None:
     path = tmp_path / "k.sqlite3"
     index = KeywordIndex(str(path), TOKENIZER)
-    assert index._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    assert index.file.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     rng = random.Random(2)
     index.upsert(rows(rng, "few", 3))  # a handful of rows: no checkpoint yet
-    assert index._checkpoint is None
+    assert index.file.pending_checkpoint is None
     assert file_only_count(path, tmp_path) == 0  # the rows are in the log only
     index.upsert(rows(rng, "many", 300))  # past the threshold: one is queued
-    pending = index._checkpoint
+    pending = index.file.pending_checkpoint
     assert pending is not None
     index.upsert(rows(rng, "next", 2))  # waits for it first
     assert pending.done() and pending.result() is None
-    assert index._checkpoint is None
+    assert index.file.pending_checkpoint is None
     # The database file holds everything committed before that checkpoint, and not the
     # write after it (in the log until the next one).
     assert file_only_count(path, tmp_path) == 303
@@ -133,7 +133,7 @@ def test_searches_between_single_adds_do_not_bring_checkpoints_forward(tmp_path:
         for _ in range(20):  # new words every time: ~100 rows of scratch tables each
             index.search(" ".join(rng.sample(VOCABULARY, 5)) + f" novel{n}x{rng.random()}", 5)
         index.upsert(rows(rng, f"single{n}", 1))
-        assert index._checkpoint is None
+        assert index.file.pending_checkpoint is None
     index.close()
 
 
@@ -142,7 +142,7 @@ def test_close_lets_a_pending_checkpoint_finish(tmp_path: Path) -> None:
     index = KeywordIndex(str(path), TOKENIZER)
     with index.upserting(rows(random.Random(3), "a", 300)):
         pass
-    pending = index._checkpoint
+    pending = index.file.pending_checkpoint
     assert pending is not None
     index.close()
     assert pending.done() and pending.result() is None
@@ -156,15 +156,15 @@ def test_delete_clear_and_state_writes_queue_checkpoints_too(tmp_path: Path) -> 
     rng = random.Random(4)
     index.upsert(rows(rng, "a", 300))
     index.set_state("k", "v")  # waits for the upsert's checkpoint
-    assert index._checkpoint is None and file_only_count(path, tmp_path) == 300
+    assert index.file.pending_checkpoint is None and file_only_count(path, tmp_path) == 300
     assert index.delete([f"a-{i}" for i in range(250)]) == 250
-    assert index._checkpoint is not None
+    assert index.file.pending_checkpoint is not None
     index.set_state("k", "w")
     assert file_only_count(path, tmp_path) == 50
     index.upsert(rows(rng, "b", 300))
     index.set_state("k", "x")
     index.clear()
-    assert index._checkpoint is not None
+    assert index.file.pending_checkpoint is not None
     index.set_state("k", "y")
     assert file_only_count(path, tmp_path) == 0
     assert index.count() == 0 and index.get_state("k") == "y"
@@ -176,14 +176,14 @@ def test_a_failing_body_rolls_back_with_a_checkpoint_pending(tmp_path: Path) -> 
     index = KeywordIndex(str(path), TOKENIZER)
     rng = random.Random(5)
     index.upsert(rows(rng, "a", 300))
-    assert index._checkpoint is not None
+    assert index.file.pending_checkpoint is not None
     with pytest.raises(RuntimeError, match="chroma said no"), index.upserting(rows(rng, "b", 300)):
         raise RuntimeError("chroma said no")
-    assert index._checkpoint is None  # nothing committed, nothing queued
-    assert index.count() == 300 and not index.existing(["b-0"])
+    assert index.file.pending_checkpoint is None  # nothing committed, nothing queued
+    assert index.count() == 300 and not index.rows(["b-0"])
     with index.upserting(rows(rng, "c", 300)):
         pass
-    assert index.count() == 600 and index.existing(["c-0", "c-299"]) == {"c-0", "c-299"}
+    assert index.count() == 600 and set(index.rows(["c-0", "c-299"])) == {"c-0", "c-299"}
     index.close()
     assert KeywordIndex(str(path), TOKENIZER).count() == 600
 
@@ -233,7 +233,7 @@ def test_a_failed_checkpoint_is_dropped_and_the_next_one_copies_the_rest(
     index = KeywordIndex(str(path), TOKENIZER)
     rng = random.Random(7)
     busy = sqlite3.OperationalError("database is locked")
-    monkeypatch.setattr(index, "_conn", _FailingCheckpoints(index._conn, busy))
+    monkeypatch.setattr(index.file, "conn", _FailingCheckpoints(index.file.conn, busy))
     index.upsert(rows(rng, "a", 300))
     index.upsert(rows(rng, "b", 300))  # the first checkpoint failed: this write works
     assert file_only_count(path, tmp_path) == 0
@@ -247,7 +247,9 @@ def test_an_unexpected_checkpoint_error_is_raised_once_by_the_next_write(
 ) -> None:
     path = tmp_path / "k.sqlite3"
     index = KeywordIndex(str(path), TOKENIZER)
-    monkeypatch.setattr(index, "_conn", _FailingCheckpoints(index._conn, RuntimeError("a bug")))
+    monkeypatch.setattr(
+        index.file, "conn", _FailingCheckpoints(index.file.conn, RuntimeError("a bug"))
+    )
     index.upsert(rows(random.Random(8), "a", 300))
     with pytest.raises(RuntimeError, match="a bug"):
         index.set_state("k", "v")
@@ -257,9 +259,9 @@ def test_an_unexpected_checkpoint_error_is_raised_once_by_the_next_write(
 
 
 def test_an_in_memory_index_is_left_to_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(keyword, "_CHECKPOINT_CHANGES", 1)
+    monkeypatch.setattr(index_file, "CHECKPOINT_CHANGES", 1)
     index = KeywordIndex(None, TOKENIZER)
     index.upsert(rows(random.Random(9), "a", 50))
-    assert index._checkpoint is None and index._pool is None
+    assert index.file.pending_checkpoint is None and index.file._pool is None
     assert index.count() == 50
     index.close()

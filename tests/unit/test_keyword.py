@@ -6,6 +6,7 @@ import sqlite3
 import string
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.filters import parse_filter
-from hybrid_memory.keyword import SCHEMA_VERSION, IndexRow, KeywordIndex, match_query
+from hybrid_memory.index_file import SCHEMA_VERSION
+from hybrid_memory.keyword import IndexRow, KeywordIndex
+from hybrid_memory.keyword_search import match_expression, query_words
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 ROWS = [
@@ -37,7 +40,12 @@ def index() -> Iterator[KeywordIndex]:
     idx.close()
 
 
-# --- match_query: user text never reaches FTS5's query syntax ------------------------------
+# --- the MATCH expression: user text never reaches FTS5's query syntax ----------------------
+
+
+def match_query(text: str, *, drop_stopwords: bool = True) -> str | None:
+    """The MATCH expression FTS5 ranks a query by (when it ranks one itself)."""
+    return match_expression(query_words(text, drop_stopwords=drop_stopwords))
 
 
 @pytest.mark.parametrize(
@@ -123,8 +131,8 @@ def test_a_memory_is_found_by_its_own_text(text: str) -> None:
     idx = KeywordIndex(None, TOKENIZER)
     try:
         idx.upsert([IndexRow("m", text)])
-        idx._conn.execute("CREATE VIRTUAL TABLE vocab USING fts5vocab(memories_fts, 'row')")
-        indexed_terms = idx._conn.execute("SELECT COUNT(*) FROM vocab").fetchone()[0]
+        idx.file.conn.execute("CREATE VIRTUAL TABLE vocab USING fts5vocab(memories_fts, 'row')")
+        indexed_terms = idx.file.conn.execute("SELECT COUNT(*) FROM vocab").fetchone()[0]
         assert (ids(idx.search(text, 5)) == ["m"]) == (indexed_terms > 0)
     finally:
         idx.close()
@@ -216,8 +224,8 @@ def test_reupsert_replaces_text_tags_and_metadata(index: KeywordIndex) -> None:
     assert index.count() == len(ROWS)
     assert index.search("mat", 5) == []  # the old text is gone from FTS
     assert ids(index.search("dog", 5)) == ["cat"]
-    assert index.tag_matches(["pets"], 5) == []
-    assert [m[0] for m in index.tag_matches(["dogs"], 5)] == ["cat"]
+    assert index.tag_carriers(["pets"], 5) == []
+    assert [m.id for m in index.tag_carriers(["dogs"], 5)] == ["cat"]
     assert "pets" not in index.all_tags()
     assert index.count(parse_filter({"n": 1})) == 0  # old metadata gone
     assert index.count(parse_filter({"lang": "fr"})) == 1
@@ -254,7 +262,7 @@ def test_failed_upsert_rolls_back(index: KeywordIndex) -> None:
     bad = IndexRow("bad", "text", (), {"obj": object()})  # metadata that cannot be stored
     with pytest.raises(TypeError):
         index.upsert([IndexRow("good", "armadillo"), bad])
-    assert index.existing(["good", "bad"]) == set()
+    assert index.rows(["good", "bad"]) == {}
     assert index.search("armadillo", 5) == []
     index.upsert([IndexRow("good", "armadillo")])  # the connection is usable again
     assert ids(index.search("armadillo", 5)) == ["good"]
@@ -263,21 +271,25 @@ def test_failed_upsert_rolls_back(index: KeywordIndex) -> None:
 # --- reads -----------------------------------------------------------------------------
 
 
-def test_tag_matches_order_by_matched_count_then_newest(index: KeywordIndex) -> None:
-    got = index.tag_matches(["geo", "europe", "東京"], 10)
+def tag_matches(index: KeywordIndex, *args: Any, **kwargs: Any) -> list[tuple[str, int, float]]:
+    return [m[:3] for m in index.tag_carriers(*args, **kwargs)]
+
+
+def test_tag_carriers_order_by_matched_count_then_newest(index: KeywordIndex) -> None:
+    got = tag_matches(index, ["geo", "europe", "東京"], 10)
     # fr and jp match two tags (jp is newer), de one.
     assert got == [("jp", 2, 4.0), ("fr", 2, 1.0), ("de", 1, 2.0)]
-    assert index.tag_matches(["geo"], 10, among=["de", "cat"]) == [("de", 1, 2.0)]
-    assert index.tag_matches(["geo"], 10, among=[]) == []
-    assert index.tag_matches([], 10) == []
+    assert tag_matches(index, ["geo"], 10, among=["de", "cat"]) == [("de", 1, 2.0)]
+    assert tag_matches(index, ["geo"], 10, among=[]) == []
+    assert tag_matches(index, [], 10) == []
     where = parse_filter({"lang": "mixed"})
-    assert index.tag_matches(["geo"], 10, where) == [("jp", 1, 4.0)]
-    assert len(index.tag_matches(["geo"], 1)) == 1
+    assert tag_matches(index, ["geo"], 10, where) == [("jp", 1, 4.0)]
+    assert len(tag_matches(index, ["geo"], 1)) == 1
 
 
 def test_lookups(index: KeywordIndex) -> None:
     assert index.ids() == {r.id for r in ROWS}
-    assert index.existing(["fr", "nope"]) == {"fr"}
+    assert set(index.rows(["fr", "nope"])) == {"fr"}
     assert index.ids_by_hash(["h2", "h3", "missing"]) == {"h2": "de", "h3": "cat"}
     assert index.created_at(["fr", "jp", "nope"]) == {"fr": 1.0, "jp": 4.0}
     assert index.rows(["jp"])["jp"] == ROWS[3]
@@ -294,7 +306,6 @@ def test_lookups_beyond_one_sql_chunk() -> None:
         rows = [IndexRow(f"id{i}", f"word{i}", (), {}, f"h{i}", float(i)) for i in range(1200)]
         idx.upsert(rows)
         wanted = [r.id for r in rows]
-        assert len(idx.existing(wanted)) == 1200
         assert len(idx.rows(wanted)) == 1200
         assert idx.created_at(wanted)["id1199"] == 1199.0
         assert len(idx.ids_by_hash([r.content_hash for r in rows])) == 1200
@@ -310,14 +321,13 @@ def test_lookups_beyond_one_sql_chunk() -> None:
 def test_file_index_persists_across_reopen(tmp_path: Path) -> None:
     path = str(tmp_path / "kw.sqlite3")
     first = KeywordIndex(path, TOKENIZER)
-    assert first.rebuilt_schema is True  # a new file starts empty
+    assert first.count() == 0  # a new file starts empty
     first.upsert(ROWS)
     first.set_state("collection_id", "c1")
     first.close()
 
     again = KeywordIndex(path, TOKENIZER)
     try:
-        assert again.rebuilt_schema is False
         assert again.count() == len(ROWS)
         assert ids(again.search("capital of France", 1)) == ["fr"]
         assert again.rows(["jp"])["jp"] == ROWS[3]
@@ -339,7 +349,6 @@ def test_changing_the_tokenizer_rebuilds_a_file_index(tmp_path: Path) -> None:
     first.close()
     changed = KeywordIndex(path, "unicode61")
     try:
-        assert changed.rebuilt_schema is True
         assert changed.count() == 0  # to be refilled from the collection
         assert changed.get_state("collection_id") is None
         changed.upsert([IndexRow("r", "running shoes")])
@@ -349,7 +358,6 @@ def test_changing_the_tokenizer_rebuilds_a_file_index(tmp_path: Path) -> None:
         changed.close()
     same = KeywordIndex(path, "unicode61")
     try:
-        assert same.rebuilt_schema is False
         assert same.count() == 1
     finally:
         same.close()
@@ -364,7 +372,6 @@ def test_an_index_of_another_schema_version_is_rebuilt(tmp_path: Path) -> None:
         conn.execute("UPDATE index_state SET value = 'old' WHERE key = 'schema'")
     reopened = KeywordIndex(path, TOKENIZER)
     try:
-        assert reopened.rebuilt_schema is True
         assert reopened.count() == 0
         assert reopened.get_state("schema") == SCHEMA_VERSION
     finally:
@@ -392,7 +399,8 @@ def test_common_words_are_left_out_of_the_query_above_max_df() -> None:
     rows.append(IndexRow("rare", "a rare flowing word: zeppelin"))
     index.upsert(rows)
     # "flows" and "flowing" stem to one term through the index's own tokenizer.
-    assert index._common_words(["flow", "zeppelin", "everywhere"], 0.5) == {"flow", "everywhere"}
+    common = index.keywords.common_words(["flow", "zeppelin", "everywhere"], 0.5, index.count())
+    assert common == {"flow", "everywhere"}
     everything = index.search("zeppelin flow", 100)
     pruned = index.search("zeppelin flow", 100, max_df=0.5)
     assert len(everything) == 21 and [i for i, _ in pruned] == ["rare"]

@@ -1,7 +1,7 @@
 """The keyword index's tag queries, against a straightforward reference.
 
 The reference reads every tag row and every memory passing the filter in plain SQL and
-ranks in Python, exactly as :meth:`KeywordIndex.tag_matches` documents it: for
+ranks in Python, exactly as :meth:`KeywordIndex.tag_carriers` documents it: for
 ``among``, every listed memory carrying a tag; otherwise each tag's ``limit`` newest
 carriers (ties: the later index row first, as SQLite reads the (tag, created_at) index
 backwards); then most matched tags first, newest first, lower index row first.
@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory import keyword
 from hybrid_memory.carriers import TagCarriers
 from hybrid_memory.filters import Node, parse_filter, to_sql
 from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch
@@ -70,7 +69,7 @@ def _reference(
     where: Node | None,
     among: list[str] | None,
 ) -> list[TagMatch]:
-    conn = index._conn
+    conn = index.file.conn
     sql, params = to_sql(where)
     passing = {
         r[0]
@@ -109,7 +108,6 @@ def test_newest_carriers_match_the_reference(filled: KeywordIndex, where: Any) -
         limit = rng.choice([1, 5, 20, 100, 2000])
         expected = _reference(filled, tags, limit, node, None)
         assert filled.tag_carriers(tags, limit, node) == expected
-        assert filled.tag_matches(tags, limit, node) == [m[:3] for m in expected]
         scope = filled.within(node, 10_000)
         assert scope is not None
         assert filled.tag_carriers(tags, limit, node, within=scope[0]) == expected
@@ -125,7 +123,7 @@ def test_carriers_among_ids_match_the_reference(filled: KeywordIndex, where: Any
         among = [*rng.sample(everyone, size), "not-indexed"]
         expected = _reference(filled, tags, len(among), node, among)
         assert filled.tag_carriers(tags, len(among), node, among=among) == expected
-        assert filled.tag_matches(tags, 3, node, among=among) == [m[:3] for m in expected[:3]]
+        assert filled.tag_carriers(tags, 3, node, among=among) == expected[:3]
 
 
 def test_repeated_ids_among_count_once(filled: KeywordIndex) -> None:
@@ -151,7 +149,7 @@ def test_ties_go_to_the_lower_index_row() -> None:
 
 
 def test_all_tags_lists_each_tag_in_use_once_sorted(filled: KeywordIndex) -> None:
-    distinct = {r[0] for r in filled._conn.execute("SELECT DISTINCT tag FROM memory_tags")}
+    distinct = {r[0] for r in filled.file.conn.execute("SELECT DISTINCT tag FROM memory_tags")}
     assert filled.all_tags() == sorted(distinct)
     index = KeywordIndex(None, TOKENIZER)
     assert index.all_tags() == []
@@ -164,7 +162,7 @@ def test_all_tags_lists_each_tag_in_use_once_sorted(filled: KeywordIndex) -> Non
 
 
 def _assert_like_reference(index: KeywordIndex, rng: random.Random, rounds: int = 6) -> None:
-    everyone = [r[0] for r in index._conn.execute("SELECT id FROM memories")]
+    everyone = [r[0] for r in index.file.conn.execute("SELECT id FROM memories")]
     for _ in range(rounds):
         tags = rng.sample(TAGS, rng.randint(1, 3))
         limit = rng.choice([3, 20, 500])
@@ -176,13 +174,10 @@ def _assert_like_reference(index: KeywordIndex, rng: random.Random, rounds: int 
 
 
 @pytest.mark.parametrize("capacity", [None, 150], ids=["every tag at once", "tag by tag"])
-def test_held_carriers_follow_this_indexs_writes(
-    tmp_path: Path, capacity: int | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_held_carriers_follow_this_indexs_writes(tmp_path: Path, capacity: int | None) -> None:
     index = KeywordIndex(str(tmp_path / "index.sqlite3"), TOKENIZER)
     if capacity is not None:  # too small to hold every tag: read one at a time, evicted
-        monkeypatch.setattr(keyword, "CAPACITY", capacity)
-        index._carriers = TagCarriers(capacity)
+        index.tags.carriers = TagCarriers(capacity)
     rows = _rows(600, seed=21)
     index.upsert(rows[:400])
     rng = random.Random(3)

@@ -14,7 +14,8 @@ import pytest
 
 from hybrid_memory import keyword
 from hybrid_memory.filters import parse_filter
-from hybrid_memory.keyword import IndexRow, KeywordIndex
+from hybrid_memory.index_writes import batch_json
+from hybrid_memory.keyword import IndexRow, KeywordIndex, query_words
 
 from .test_postings import assert_same
 
@@ -74,7 +75,7 @@ def _exact(value: Any) -> Any:
 
 def dump(index: KeywordIndex) -> dict[str, Any]:
     """Everything the index holds, by memory id (row ids are the same in both paths)."""
-    c = index._conn
+    c = index.file.conn
     memories = {
         r[1]: (r[0], r[2], json.loads(r[3]), json.loads(r[4]), r[5], _exact(r[6]), _exact(r[7]))
         for r in c.execute(
@@ -105,31 +106,31 @@ def test_the_batch_statement_writes_what_the_row_by_row_write_does(
     fast.search("flow", 5)  # postings built: every write also extends them
     slow.search("flow", 5)
     for batch in batches:
-        assert keyword._batch_json(batch) is not None  # these rows take the batch statement
+        assert batch_json(batch) is not None  # these rows take the batch statement
         fast.upsert(batch)
         with monkeypatch.context() as m:
-            m.setattr(keyword, "_batch_json", lambda rows: None)
+            m.setattr(keyword, "batch_json", lambda rows: None)
             slow.upsert(batch)
         assert dump(fast) == dump(slow)
         for word in ("flow", "wing shock", "file abc", "zoe 東京", "x2 naive"):
             assert fast.search(word, 50) == slow.search(word, 50)
-            reference = fast._search_fts(keyword.query_words(word), 50, None)
+            reference = fast.keywords.search_fts(query_words(word), 50, None)
             assert_same(fast.search(word, 50), reference)
-    assert fast._postings is not None and slow._postings is not None
+    assert fast.keywords.postings is not None and slow.keywords.postings is not None
 
 
 def test_values_json_cannot_carry_are_written_row_by_row(tmp_path: Path) -> None:
     index = KeywordIndex(str(tmp_path / "k.sqlite3"), TOKENIZER)
     nul = IndexRow("a\x00b", "wing\x00flow", ("x\x00y",), {"k\x00": "v\x00", "n": 1.5}, "h", 1.0)
-    assert keyword._batch_json([nul]) is None  # SQLite's JSON would cut these at the NUL
+    assert batch_json([nul]) is None  # SQLite's JSON would cut these at the NUL
     index.upsert([nul])
     assert index.rows(["a\x00b"])["a\x00b"] == nul
     assert [h[0] for h in index.search("flow", 5)] == ["a\x00b"]
-    assert index._conn.execute("SELECT tag FROM memory_tags").fetchall() == [("x\x00y",)]
+    assert index.file.conn.execute("SELECT tag FROM memory_tags").fetchall() == [("x\x00y",)]
     assert index.count(parse_filter({"k\x00": "v\x00"})) == 1
     # An int beyond 64 bits: SQLite refuses it, as it always did, and nothing is written.
     huge = IndexRow("big", "huge number", (), {"n": 2**70}, "h", 1.0)
-    assert keyword._batch_json([huge]) is None
+    assert batch_json([huge]) is None
     with pytest.raises(OverflowError):
         index.upsert([huge, IndexRow("other", "other words", (), {}, "h", 1.0)])
     assert index.ids() == {"a\x00b"}

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_memory.filters import parse_filter
+from hybrid_memory.index_writes import next_rowid
 from hybrid_memory.keyword import IndexRow, KeywordIndex, query_words
-from hybrid_memory.postings import Postings, best_first, bm25_idf, term_frequencies
+from hybrid_memory.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 WORDS = [
@@ -26,8 +27,7 @@ WORDS = [
 
 def fts_ranking(index: KeywordIndex, text: str, limit: int, where: object = None) -> list:
     """The reference: FTS5 ranking the same query with its bm25()."""
-    with index._lock:
-        return index._search_fts(query_words(text), limit, parse_filter(where))
+    return index.keywords.search_fts(query_words(text), limit, parse_filter(where))
 
 
 def assert_same(ours: list, reference: list) -> None:
@@ -76,6 +76,17 @@ QUERIES = [
 # --- the pure parts ------------------------------------------------------------------------
 
 
+def tokens(occurrences: list[tuple[str, np.ndarray]]) -> Tokens:
+    """:class:`Tokens` from ``[(term, row id per occurrence)]``: ``("flow", [3, 3, 7])``
+    is "flow" twice in row 3 and once in row 7."""
+    docs = [np.asarray(d, dtype=np.int64) for _, d in occurrences]
+    return Tokens(
+        [t for t, _ in occurrences],
+        np.array([len(d) for d in docs], dtype=np.int64),
+        np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64),
+    )
+
+
 def test_idf_is_fts5s_with_its_floor() -> None:
     assert bm25_idf(1, 10) == pytest.approx(math.log(9.5 / 1.5))
     assert bm25_idf(5, 10) == 1e-6  # ln(5.5 / 5.5) = 0 -> FTS5's floor
@@ -85,9 +96,9 @@ def test_idf_is_fts5s_with_its_floor() -> None:
 def test_scores_by_hand() -> None:
     postings = Postings()
     # row 1: "a a b" (3 tokens), row 2: "b c" (2 tokens), row 3: "c" (1 token)
-    postings.extend(
+    postings.add(
         np.array([1, 2, 3]),
-        [("a", np.array([1, 1])), ("b", np.array([1, 2])), ("c", np.array([2, 3]))],
+        tokens([("a", np.array([1, 1])), ("b", np.array([1, 2])), ("c", np.array([2, 3]))]),
     )
     avgdl = 6 / 3
 
@@ -98,18 +109,18 @@ def test_scores_by_hand() -> None:
     rows, scores = postings.scores(["a", "c"])
     assert rows.tolist() == [1, 2, 3]
     assert scores.tolist() == pytest.approx([part(2, 3, 1), part(1, 2, 2), part(1, 1, 2)])
-    rows, scores = postings.top(["a", "c"], 1)
+    rows, scores = best_first(*postings.scores(["a", "c"]), 1)
     assert rows.tolist() == [1]
 
 
 def test_term_frequencies_count_occurrences_in_any_order() -> None:
-    term, rows, counts = term_frequencies(
-        [np.array([7, 3, 3, 7, 3]), np.array([], dtype=np.int64), np.array([5])]
-    )
+    given = tokens([("a", np.array([7, 3, 3, 7, 3])), ("b", np.array([])), ("c", np.array([5]))])
+    term, rows, counts = term_frequencies(given.sizes, given.docs)
     assert term.tolist() == [0, 0, 2]
     assert rows.tolist() == [3, 7, 5]
     assert counts.tolist() == [3, 2, 1]
-    assert [a.tolist() for a in term_frequencies([])] == [[], [], []]
+    nothing = tokens([])
+    assert [a.tolist() for a in term_frequencies(nothing.sizes, nothing.docs)] == [[], [], []]
 
 
 def test_best_first_breaks_ties_by_row_even_at_the_cut() -> None:
@@ -123,18 +134,18 @@ def test_best_first_breaks_ties_by_row_even_at_the_cut() -> None:
 
 def test_row_ids_must_grow_so_a_removed_row_never_comes_back() -> None:
     postings = Postings()
-    postings.extend(np.array([1, 2]), [("a", np.array([1, 2]))])
+    postings.add(np.array([1, 2]), tokens([("a", np.array([1, 2]))]))
     postings.remove([2])
     with pytest.raises(ValueError, match="must grow"):
-        postings.extend(np.array([2]), [("a", np.array([2]))])
+        postings.add(np.array([2]), tokens([("a", np.array([2]))]))
     with pytest.raises(ValueError, match="not among the new rows"):
-        postings.extend(np.array([5]), [("a", np.array([4, 5]))])
+        postings.add(np.array([5]), tokens([("a", np.array([4, 5]))]))
     assert postings.scores(["a"])[0].tolist() == [1]
 
 
 def test_rows_without_tokens_count_in_n() -> None:
     postings = Postings()
-    postings.extend(np.array([1, 2]), [("a", np.array([1]))])
+    postings.add(np.array([1, 2]), tokens([("a", np.array([1]))]))
     assert len(postings) == 2
     _, scores = postings.scores(["a"])
     assert scores[0] == pytest.approx(bm25_idf(1, 2) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2)))
@@ -144,12 +155,12 @@ def test_remove_and_compaction_keep_the_scores_of_the_rest() -> None:
     rng = np.random.default_rng(3)
     postings, fresh = Postings(), Postings()
     occurrences = {w: rng.integers(1, 3001, size=400) for w in WORDS}
-    postings.extend(np.arange(1, 3001), list(occurrences.items()))
+    postings.add(np.arange(1, 3001), tokens(list(occurrences.items())))
     gone = set(rng.choice(np.arange(1, 3001), size=1500, replace=False).tolist())
     postings.remove(sorted(gone)[:100])  # below the compaction threshold
     postings.remove(sorted(gone)[100:])  # above it
     kept = np.array(sorted(set(range(1, 3001)) - gone))
-    fresh.extend(kept, [(w, d[np.isin(d, kept)]) for w, d in occurrences.items()])
+    fresh.add(kept, tokens([(w, d[np.isin(d, kept)]) for w, d in occurrences.items()]))
     for query in (["wing"], ["flow", "drag", "lift"], WORDS):
         a, b = postings.scores(query), fresh.scores(query)
         assert a[0].tolist() == b[0].tolist()
@@ -250,7 +261,7 @@ def test_trigram_tokenizer_ranks_through_fts5() -> None:
         ]
     )
     assert [i for i, _ in index.search("dynamic", 10)] == ["b", "a"]  # "b" is shorter
-    assert index._postings is None  # never built: every word is a phrase
+    assert index.keywords.postings is None  # never built: every word is a phrase
 
 
 def test_another_connections_writes_are_seen(tmp_path: Path) -> None:
@@ -317,23 +328,23 @@ def test_postings_follow_every_write_from_an_empty_index(
     """A store filled from scratch has its postings when the first search comes (each
     batch's tokens are added as it commits); they rank like postings built afterwards."""
     if by_rows:  # values JSON cannot carry take this path
-        monkeypatch.setattr("hybrid_memory.keyword._batch_json", lambda rows: None)
+        monkeypatch.setattr("hybrid_memory.keyword.batch_json", lambda rows: None)
     path = str(tmp_path / "index.sqlite3")
     index = KeywordIndex(path, TOKENIZER)
-    assert index._postings is not None  # empty, like the index
+    assert index.keywords.postings is not None  # empty, like the index
     rng = random.Random(8)
     index.upsert(random_rows(rng, 150))
     index.upsert(random_rows(rng, 60, start=100))  # 50 of them replace rows
     with index.upserting(random_rows(rng, 30, start=400)):
         pass
-    postings = index._postings
-    assert postings is not None and postings.high == index._next_rowid() - 1
+    postings = index.keywords.postings
+    assert postings is not None and postings.high == next_rowid(index.file.conn) - 1
     for query in QUERIES:
         assert_same(index.search(query, 40), fts_ranking(index, query, 40))
-    assert index._postings is postings  # followed, not rebuilt by the search
+    assert index.keywords.postings is postings  # followed, not rebuilt by the search
     index.close()
     built = KeywordIndex(path, TOKENIZER)
-    assert built._postings is None  # a filled index builds them on the first search
+    assert built.keywords.postings is None  # a filled index builds them on the first search
     for query in QUERIES:
         assert_same(built.search(query, 40), fts_ranking(built, query, 40))
     built.close()

@@ -1,0 +1,364 @@
+"""The derived index's SQLite file: connection, schema, damage and start-over, the state
+table, write transactions and write-ahead-log checkpoints.
+
+Everything in the file can be rebuilt from the Chroma collection (the one rule of state),
+so a damaged file is not repaired: it is replaced by an empty one, which the store refills.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.index_writes import create_batch_tables
+
+try:  # POSIX: repairs of one index file by several processes take turns
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("hybrid_memory")
+
+# 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
+# never reused (an updated memory gets a new one), so in-memory postings stay exact.
+SCHEMA_VERSION = "4"
+_MMAP_BYTES = 1 << 30
+# Rows the writes changed since the last checkpoint of a file index's write-ahead log
+# before a write's commit queues the next one. Counted inside writes only (sqlite3's
+# total_changes also counts the temporary tables searches fill: counted whole, a search
+# or two between single adds would queue a checkpoint after nearly every add). A memory
+# changes some 30 rows (its row, text, tags, metadata, the scratch tables), so this is
+# one checkpoint per bulk batch, or per ~30 single adds.
+CHECKPOINT_CHANGES = 1_000
+
+# SQLite result codes that mean the file is damaged or was replaced under this
+# connection, not that it is busy: (primary) SQLITE_CORRUPT, SQLITE_NOTADB, and
+# (extended) SQLITE_READONLY_DBMOVED, SQLITE_IOERR_SHORT_READ.
+_DAMAGE_PRIMARY = {11, 26}
+_DAMAGE_EXTENDED = {1032, 522}
+
+_TABLES = ("memories", "memories_vocab", "memories_fts", "memory_tags", "memory_meta")
+
+
+class IndexDamaged(sqlite3.DatabaseError):
+    """The index's tables contradict each other (damage SQLite itself did not notice)."""
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether an sqlite3 error says the index file is damaged (rebuild it), rather than
+    busy, locked or misused."""
+    if isinstance(exc, IndexDamaged):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    if any(m in str(exc) for m in ("no such table", "no such fts5 table", "vtable constructor")):
+        return True  # tables this index created are gone: the file was replaced or damaged
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # Python < 3.11: only the message tells
+        text = str(exc).lower()
+        return any(m in text for m in ("malformed", "not a database", "corrupt", "disk i/o error"))
+    return code & 0xFF in _DAMAGE_PRIMARY or code in _DAMAGE_EXTENDED
+
+
+def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
+    """Create the tables; drop them first when the schema version or the tokenizer
+    changed (the store then refills the empty index from the collection)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT)")
+    stored = dict(conn.execute("SELECT key, value FROM index_state").fetchall())
+    if stored.get("schema") != SCHEMA_VERSION or stored.get("tokenizer") != tokenizer:
+        for table in _TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DELETE FROM index_state")
+    conn.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS memories (
+            rowid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+            text TEXT NOT NULL,
+            tags TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL, updated_at REAL NOT NULL);
+        CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+        CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+        CREATE TABLE IF NOT EXISTS memory_tags (
+            tag TEXT NOT NULL, rowid INTEGER NOT NULL, created_at REAL NOT NULL,
+            PRIMARY KEY (tag, rowid)) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS memory_tags_row ON memory_tags(rowid);
+        CREATE INDEX IF NOT EXISTS memory_tags_recent ON memory_tags(tag, created_at);
+        CREATE TABLE IF NOT EXISTS memory_meta (
+            rowid INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+            in_array INTEGER NOT NULL, value);
+        CREATE INDEX IF NOT EXISTS memory_meta_value
+            ON memory_meta(key, kind, in_array, value, rowid);
+        CREATE INDEX IF NOT EXISTS memory_meta_row ON memory_meta(rowid);
+        """
+    )
+    tokenize = tokenizer.replace("'", "''")
+    try:
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts "
+            f"USING fts5(text, tokenize='{tokenize}')"
+        )
+    except sqlite3.OperationalError as exc:
+        raise InvalidInputError(
+            "HYBRID_MEMORY_KEYWORD_TOKENIZER (keyword_tokenizer)",
+            f"SQLite FTS5 rejected tokenizer {tokenizer!r}: {exc}; examples: "
+            "'porter unicode61 remove_diacritics 2', 'unicode61', 'trigram'",
+        ) from exc
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_vocab USING fts5vocab(memories_fts, 'row')"
+    )
+    # Scratch tables with the index's tokenizer: query words tokenised as the
+    # index tokenises text (temp.query_terms), every token of every indexed
+    # memory in (term, row, offset) order, what the in-memory postings are built
+    # from (temp.memory_terms), and the tokens of new rows (temp.new_terms).
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
+        f"USING fts5(word, tokenize='{tokenize}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms "
+        "USING fts5vocab('temp', 'query_words', 'instance')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_terms "
+        "USING fts5vocab('main', 'memories_fts', 'instance')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_texts "
+        f"USING fts5(text, content='', tokenize='{tokenize}')"  # emptied at once
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_terms "
+        "USING fts5vocab('temp', 'new_texts', 'instance')"
+    )
+    create_batch_tables(conn)
+    conn.executemany(
+        "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
+        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer)],
+    )
+
+
+class IndexFile:
+    """One connection to the index file (``path=None``: in memory), shared by all
+    threads under :attr:`lock`.
+
+    Tables: ``memories`` (one row per memory), ``memories_fts`` (FTS5 over the text),
+    ``memory_tags`` and ``memory_meta`` (for tag matches and filters), ``index_state``
+    (key/value pairs the store keeps beside the rows), plus per-connection scratch tables.
+    """
+
+    def __init__(self, path: str | None, tokenizer: str) -> None:
+        self.path = path
+        self.tokenizer = tokenizer
+        self.lock = threading.RLock()
+        self.conn: sqlite3.Connection
+        self.opened_empty = False  # the file held no memories when (re)opened
+        # Runs writes beside Chroma's, and checkpoints: one job at a time.
+        self._pool: ThreadPoolExecutor | None = None
+        self.pending_checkpoint: Future[None] | None = None  # the last one queued
+        self._changes_written = 0  # by writes, since the last checkpoint
+        self._write_started = 0  # total_changes when the current write began
+        with self._exclusive():
+            self._open_or_start_over()
+
+    # --- opening, damage and starting over ---------------------------------------------
+
+    def reset(self, cause: BaseException) -> None:
+        """After ``cause`` (a damage error, :func:`is_damage`): reopen the file, starting
+        it over empty when it is still damaged (another process may have rebuilt it
+        meanwhile). The caller refills it from the collection."""
+        with self.lock, self._exclusive():
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+            self.pending_checkpoint = None
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()
+            if self._file_id() == self._opened:
+                # Still the file this connection found damaged: start it over. (Another
+                # process that found it damaged first replaced it: that one is opened.)
+                self._start_over(cause)
+                return
+            if self._open_or_start_over():
+                log.warning("keyword index %s reopened after: %s", self.path, cause)
+
+    def _file_id(self) -> tuple[int, int] | None:
+        """The index file's identity (device, inode); None in memory or when missing."""
+        if not self.path:
+            return None
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return (stat.st_dev, stat.st_ino)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Opening (and any start over) under an exclusive lock on ``<path>.lock``, so
+        that one process at a time checks and replaces the file."""
+        if not self.path or fcntl is None:
+            yield
+            return
+        with open(self.path + ".lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _open_or_start_over(self) -> bool:
+        """Open the file; start it over empty if SQLite finds it damaged. True when the
+        file opened as it was."""
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            self._start_over(exc)
+            return False
+        return True
+
+    def _start_over(self, cause: BaseException) -> None:
+        """Replace a damaged index file with an empty one (it is derived data)."""
+        log.warning(
+            "keyword index %s is damaged (%s): rebuilding it from the collection",
+            self.path,
+            cause,
+        )
+        with contextlib.suppress(sqlite3.Error, AttributeError):
+            self.conn.close()
+        if self.path:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path + suffix)
+        self._open()
+
+    def _open(self) -> None:
+        """Open the file (creating the schema) and probe that its tables can be read;
+        sqlite3.DatabaseError when they cannot."""
+        path = self.path
+        if path and (not os.path.exists(path) or os.path.getsize(path) == 0):
+            # No database file (or an empty one) beside a write-ahead log: the file was
+            # deleted or emptied while another connection used it, and that log (and its
+            # shared-memory index) belong to the old file: read with a new one, they
+            # would make a chimera of both.
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path + suffix)
+        self.conn = sqlite3.connect(
+            path or ":memory:", check_same_thread=False, isolation_level=None
+        )
+        self._opened = self._file_id()
+        try:
+            self._configure()
+            with self.lock:
+                create_schema(self.conn, self.tokenizer)
+            # Every table read once: a damaged file fails here, on open, rather than in
+            # a search (damage the probes miss is caught there: see HybridMemory._guarded).
+            self.conn.execute("SELECT count(*), max(updated_at) FROM memories").fetchone()
+            for table in ("memory_meta", "memory_tags", "memories_vocab", "memories_fts"):
+                self.conn.execute(f"SELECT * FROM {table} LIMIT 1").fetchall()
+            first = self.conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone()
+            self.opened_empty = first is None
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()
+            raise
+        self._changes_written = 0
+        self._write_started = 0
+
+    def _configure(self) -> None:
+        if not self.path:
+            return
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        # Filters and id lookups jump around the tables: read them through the page
+        # cache of the OS instead of SQLite's small one.
+        self.conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+        # SQLite's own checkpoint runs inside the COMMIT that fills the log past 1,000
+        # pages, on the writer's thread: the index queues its own instead (:meth:`committed`).
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    # --- the state table ----------------------------------------------------------------
+
+    def get_state(self, key: str) -> str | None:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT value FROM index_state WHERE key = ?", (key,)
+            ).fetchone()
+            return row[0] if row else None
+
+    def set_state(self, key: str, value: str) -> None:
+        with self.writing() as c:
+            c.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (key, value))
+            self.committed()
+
+    def data_version(self) -> int:
+        """Changes with every commit by another connection to the file (not this one)."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    # --- writes and checkpoints ---------------------------------------------------------
+
+    def worker(self) -> ThreadPoolExecutor:
+        """The one thread that runs writes beside Chroma's, and checkpoints."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybrid-memory-index")
+        return self._pool
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock, for a write that starts after the checkpoint
+        the last write queued has finished: it is waited for outside the lock, which the
+        checkpoint takes. SQLite then starts the log over from its beginning (unless
+        another connection still reads it), as after its own checkpoint in the commit: the
+        log stays within the largest transaction plus :data:`CHECKPOINT_CHANGES` rows'
+        worth, whatever the threads' timing. The checkpoint overlaps the caller's work
+        between writes (the next batch's rows and JSON), not the next write."""
+        while True:
+            pending = self.pending_checkpoint
+            if pending is not None:
+                wait([pending])
+            self.lock.acquire()
+            if self.pending_checkpoint is None or self.pending_checkpoint.done():
+                break
+            self.lock.release()  # another thread's write queued one meanwhile
+        try:
+            self._write_started = self.conn.total_changes
+            finished, self.pending_checkpoint = self.pending_checkpoint, None
+            if finished is not None:
+                finished.result()  # anything but an sqlite3.Error (a bug) is raised once
+            yield self.conn
+        finally:
+            self.lock.release()
+
+    def committed(self) -> None:
+        """After a write's commit, under the lock: queue a checkpoint of a file index's
+        write-ahead log once writes changed :data:`CHECKPOINT_CHANGES` rows since the last."""
+        changes = self.conn.total_changes
+        self._changes_written += changes - self._write_started
+        self._write_started = changes
+        if not self.path or self._changes_written < CHECKPOINT_CHANGES:
+            return
+        self._changes_written = 0
+        self.pending_checkpoint = self.worker().submit(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file, in the worker thread. PASSIVE
+        waits for no one; what it cannot copy (a reader on another connection still needs
+        it, or that connection holds a lock: sqlite3.Error) the next checkpoint copies,
+        so a failure here is harmless and is dropped rather than raised in a later write."""
+        with self.lock, contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def close(self) -> None:
+        # Once the pending checkpoint has finished, nothing else can be queued while the
+        # lock is held: the pool shuts down idle, and SQLite checkpoints on close.
+        with self.writing() as c:
+            if self._pool is not None:
+                self._pool.shutdown()
+            c.close()

@@ -1,0 +1,254 @@
+"""Reading the derived index's rows: counts, filters, pages, lookups by id or hash.
+
+Every method runs under the caller's lock (:class:`~hybrid_memory.keyword.KeywordIndex`
+takes it), on the index's one connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.filters import RESERVED_FIELDS, TAGS_FIELD, Node, fields_of, matches, to_sql
+from hybrid_memory.index_writes import IndexRow
+from hybrid_memory.postings import IntArray
+
+_CHUNK = 500  # SQLite host parameters per statement stay well under its limit
+_KEPT_COUNTS = 256  # filtered counts kept between writes
+_KEPT_IDS = 200_000  # row ids → memory ids kept for ranked rows
+
+
+def chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
+    """``values`` in slices small enough for one statement, each with its ``?, ?, …``."""
+    for start in range(0, len(values), _CHUNK):
+        chunk = list(values[start : start + _CHUNK])
+        yield chunk, ", ".join("?" * len(chunk))
+
+
+def row_test(where: Node) -> Callable[[str, str, float, float], bool]:
+    """``where`` as a test of a ``memories`` row: its metadata and tags columns (JSON
+    text), creation and update times. The columns the filter does not test are not
+    decoded. :func:`~hybrid_memory.filters.matches` is held to the same results as the
+    filter's SQL and Chroma forms by the filters' parity tests."""
+    fields = fields_of(where)
+    with_tags, with_metadata = TAGS_FIELD in fields, bool(fields - RESERVED_FIELDS)
+
+    def passes(metadata: str, tags: str, created: float, updated: float) -> bool:
+        return matches(
+            where,
+            json.loads(metadata) if with_metadata else {},
+            json.loads(tags) if with_tags else (),
+            created,
+            updated,
+        )
+
+    return passes
+
+
+def rowids_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
+    """The current row id of each of ``ids`` that is indexed."""
+    found: dict[str, int] = {}
+    for chunk, marks in chunks(ids):
+        found.update(
+            conn.execute(f"SELECT id, rowid FROM memories WHERE id IN ({marks})", chunk).fetchall()
+        )
+    return found
+
+
+class MemoryIds:
+    """Memory ids of index rows and back, remembered for the rows searches rank.
+
+    A row id is never given to another memory (row ids are never reused), so a row's id
+    stays true until the postings are rebuilt from scratch, which empties this
+    (:meth:`clear`). An update gives a memory a new row id, so the other direction
+    forgets the memories each write touches (:meth:`written`), and all of them when another
+    connection wrote (:meth:`clear_rowids`)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._ids: dict[int, str] = {}
+        self._rows: dict[str, int] = {}
+
+    def ids_of(self, rowids: list[int]) -> dict[int, str]:
+        """The memory id of each of ``rowids`` still indexed."""
+        known = self._ids
+        missing = [r for r in rowids if r not in known]
+        if missing:
+            if len(known) + len(missing) > _KEPT_IDS:
+                known.clear()
+                self._rows.clear()
+            found = self._conn.execute(
+                "SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
+                [json.dumps(missing)],
+            ).fetchall()
+            known.update(found)
+            self._rows.update((memory_id, row) for row, memory_id in found)
+        return {r: known[r] for r in rowids if r in known}
+
+    def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """:func:`rowids_of`, the ids of rows seen lately known without SQL."""
+        known = self._rows
+        found = {i: known[i] for i in ids if i in known}
+        if len(found) < len(ids):
+            found.update(rowids_of(self._conn, [i for i in ids if i not in found]))
+        return found
+
+    def written(self, ids: Iterable[str]) -> None:
+        for memory_id in ids:
+            self._rows.pop(memory_id, None)
+
+    def clear_rowids(self) -> None:
+        self._rows.clear()
+
+    def clear(self) -> None:
+        self._ids.clear()
+        self._rows.clear()
+
+
+class IndexReads:
+    """Queries over the ``memories`` table and its metadata, filtered by a parsed filter
+    (:func:`~hybrid_memory.filters.to_sql`)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        # Counts by filter statement (no filter: "") since the last write: search asks
+        # for them every time, and COUNT(*) scans the table or the filter's rows.
+        self._counts: dict[tuple[str, tuple[Any, ...]], int] = {}
+
+    def clear_counts(self) -> None:
+        """A write happened: every kept count may be wrong."""
+        self._counts.clear()
+
+    def count(self, where: Node | None) -> int:
+        sql, params = to_sql(where)
+        key = (sql, tuple(params))  # the statement decides the count
+        known = self._counts.get(key)
+        if known is not None:
+            return known
+        query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
+        total = int(self._conn.execute(query, params).fetchone()[0])
+        if len(self._counts) >= _KEPT_COUNTS:
+            self._counts.clear()
+        self._counts[key] = total
+        return total
+
+    def passing(self, key: str, values: list[Any], where: Node | None) -> set[Any]:
+        """The ``key`` (``id`` or ``rowid``) of the rows among ``values`` that pass
+        ``where``, checked in Python on just those rows: the filter's SQL form has
+        SQLite first collect every memory passing each of its conditions, a cost that
+        grows with the store, not with the few rows asked about."""
+        query = (
+            f"SELECT {key}, tags, metadata, created_at, updated_at FROM memories "
+            f"WHERE {key} IN (SELECT value FROM json_each(?))"
+        )
+        rows = self._conn.execute(query, [json.dumps(values)])
+        if where is None:
+            return {r[0] for r in rows}
+        passes = row_test(where)
+        return {
+            value
+            for value, tags, metadata, created, updated in rows
+            if passes(metadata, tags, created, updated)
+        }
+
+    def ids(self) -> set[str]:
+        return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
+
+    def rowids(self) -> IntArray:
+        """Every row id in the index."""
+        return np.array(
+            [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
+        )
+
+    def newest_update(self) -> float | None:
+        value = self._conn.execute("SELECT MAX(updated_at) FROM memories").fetchone()[0]
+        return None if value is None else float(value)
+
+    def single_valued(self, fields: Iterable[str]) -> list[str]:
+        """Of ``fields``, those some memory holds and none holds as a list."""
+        out: list[str] = []
+        query = "SELECT 1 FROM memory_meta WHERE key = ? AND kind = ? AND in_array = ? LIMIT 1"
+        for name in fields:
+
+            def held(in_array: int, name: str = name) -> bool:
+                return any(
+                    self._conn.execute(query, (name, kind, in_array)).fetchone() for kind in "bns"
+                )
+
+            if held(0) and not held(1):
+                out.append(name)
+        return out
+
+    def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
+        """For each content hash already stored, one memory id that has it."""
+        out: dict[str, str] = {}
+        for chunk, marks in chunks(hashes):
+            for content_hash, memory_id in self._conn.execute(
+                f"SELECT content_hash, MIN(id) FROM memories WHERE content_hash IN ({marks}) "
+                "GROUP BY content_hash",
+                chunk,
+            ):
+                out[content_hash] = memory_id
+        return out
+
+    def all_tags(self) -> list[str]:
+        """Every tag in use, sorted. A skip-scan: one index seek per distinct tag, where
+        ``SELECT DISTINCT`` would walk every tag row."""
+        return [
+            r[0]
+            for r in self._conn.execute(
+                "WITH RECURSIVE t(tag) AS (SELECT MIN(tag) FROM memory_tags UNION ALL "
+                "SELECT (SELECT MIN(tag) FROM memory_tags WHERE tag > t.tag) FROM t "
+                "WHERE t.tag IS NOT NULL) SELECT tag FROM t WHERE tag IS NOT NULL"
+            )
+        ]
+
+    def page(self, where: Node | None, limit: int | None, offset: int) -> list[str]:
+        """The ids of the memories passing ``where``, oldest first (``created_at``, then
+        ``id``, so that the order is the same in every process), ``offset`` skipped and at
+        most ``limit`` (None: all)."""
+        sql, params = to_sql(where)
+        query = (
+            "SELECT m.id FROM memories m"
+            + (f" WHERE {sql}" if sql else "")
+            + " ORDER BY m.created_at, m.id LIMIT ? OFFSET ?"
+        )
+        rows = self._conn.execute(query, [*params, -1 if limit is None else limit, offset])
+        return [r[0] for r in rows.fetchall()]
+
+    def narrow(self, where: Node | None, cap: int) -> tuple[IntArray, list[str]] | None:
+        """The row ids and ids of the memories passing ``where``, when there are at most
+        ``cap`` of them (None otherwise)."""
+        sql, params = to_sql(where)
+        query = "SELECT m.rowid, m.id FROM memories m" + (f" WHERE {sql}" if sql else "")
+        rows = self._conn.execute(query + " LIMIT ?", [*params, cap + 1]).fetchall()
+        if len(rows) > cap:
+            return None
+        return np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows]
+
+    def created_at(self, ids: Sequence[str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for chunk, marks in chunks(ids):
+            out.update(
+                self._conn.execute(
+                    f"SELECT id, created_at FROM memories WHERE id IN ({marks})", chunk
+                ).fetchall()
+            )
+        return out
+
+    def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+        out: dict[str, IndexRow] = {}
+        for chunk, marks in chunks(ids):
+            for r in self._conn.execute(
+                "SELECT id, text, tags, metadata, content_hash, created_at, updated_at "
+                f"FROM memories WHERE id IN ({marks})",
+                chunk,
+            ):
+                out[r[0]] = IndexRow(
+                    r[0], r[1], tuple(json.loads(r[2])), json.loads(r[3]), r[4], r[5], r[6]
+                )
+        return out

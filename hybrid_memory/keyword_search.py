@@ -1,0 +1,303 @@
+"""BM25 keyword search over the derived index: query words, their FTS5 terms, and the
+ranking over in-memory postings kept in step with the SQLite tables.
+
+FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009) and stems
+with Porter by default. Ranking itself runs over :class:`~hybrid_memory.postings.Postings`,
+numpy arrays built from FTS5's own tokens on the first search and kept in step with
+every write (and with other connections' writes, see
+:class:`~hybrid_memory.keyword.KeywordIndex`): the same BM25 scores without
+a ``bm25()`` call per matching row. Query words that FTS5 reads as phrases (several
+tokens, as with the trigram tokenizer) are ranked by FTS5 itself.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from hybrid_memory.filters import Node, to_sql
+from hybrid_memory.index_file import IndexDamaged
+from hybrid_memory.index_reads import IndexReads, MemoryIds
+from hybrid_memory.index_writes import Batch, fts_text, take_new_tokens
+from hybrid_memory.postings import (
+    FloatArray,
+    IntArray,
+    Postings,
+    best_first,
+    parse_tokens,
+    tokens_sql,
+)
+
+_KEPT_WORDS = 50_000  # query words whose FTS5 terms are remembered
+
+# Dropped from keyword *queries* only: they match most memories and drown the terms
+# that carry the question. Memories keep them, so phrase-like evidence survives.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during
+    each few for from further had has have having he her here hers herself him
+    himself his how i if in into is it its itself just me more most my myself no nor
+    not now of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where
+    which while who whom why will with would you your yours yourself yourselves s t
+    don didn doesn isn wasn aren weren
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+
+# Words as FTS5's unicode61 tokenizer sees them: letters, numbers and private use,
+# with the combining accents inside a word (remove_diacritics folds "0\u03010" into
+# "00"). Erring towards longer words is safe: FTS5 splits a quoted word into a phrase.
+_WORD_CHARS = r"\w\ue000-\uf8ff\U000f0000-\U0010fffd"
+_TOKEN = re.compile(rf"[{_WORD_CHARS}][{_WORD_CHARS}\u0300-\u036f]*", re.UNICODE)
+
+
+def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
+    """The distinct words of a query, stopwords dropped unless nothing else is left."""
+    # No case folding here: FTS5 folds each quoted word with the same tokenizer as the
+    # indexed text, whereas str.casefold() differs from it ("Straße" -> "strasse").
+    distinct: dict[str, str] = {}
+    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
+        distinct.setdefault(token.casefold(), token)
+    tokens = list(distinct.values())
+    if drop_stopwords:
+        content = [t for t in tokens if t.casefold() not in STOPWORDS]
+        tokens = content or tokens  # a query of only stopwords still searches them
+    return tokens
+
+
+def match_expression(words: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression for query words: ``"w1" OR "w2" …``, every word quoted as
+    an FTS5 string, so no character of user text can reach FTS5's query syntax (``AND``,
+    ``NEAR``, ``*``, ``:``, ``"``, parentheses…). None for no words."""
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+class KeywordSearch:
+    """The keyword leg's ranking. Runs under the caller's lock, after the caller brought
+    the index in step with other connections' writes."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        tokenizer: str,
+        reads: IndexReads,
+        ids: MemoryIds,
+        *,
+        empty: bool,
+    ) -> None:
+        self._conn = conn
+        self._reads = reads
+        self._ids = ids
+        # Tokenizers that turn a word into several tokens (trigram) make every query word
+        # a phrase: FTS5 ranks those, and no postings are kept.
+        self._postings_rank = not tokenizer.split()[0].lower().startswith("trigram")
+        self._word_terms: dict[str, tuple[str, ...]] = {}
+        # The ranking arrays; None: built by the next search. An empty index has nothing
+        # to build from: they start empty and follow every write, so a store filled from
+        # scratch has them when its first search comes.
+        self.postings: Postings | None = Postings() if self._postings_rank and empty else None
+
+    # --- ranking ------------------------------------------------------------------------
+
+    def search(
+        self,
+        text: str,
+        limit: int,
+        where: Node | None,
+        *,
+        within: IntArray | None,
+        drop_stopwords: bool,
+        max_df: float,
+        total: Callable[[], int],
+    ) -> list[tuple[str, float]]:
+        """:meth:`~hybrid_memory.keyword.KeywordIndex.search`; ``total``: how many
+        memories the index holds, asked for only when ``max_df`` needs it."""
+        words = query_words(text, drop_stopwords=drop_stopwords)
+        if max_df < 1.0 and len(words) > 1:
+            common = self.common_words(words, max_df, total())
+            words = [w for w in words if w not in common] or words
+        if not words:
+            return []
+        terms = self._single_terms(words) if self._postings_rank else None
+        if terms is None:
+            return self.search_fts(words, limit, where)
+        postings = self._ready_postings()
+        rows, scores = postings.scores([t[0] for t in terms if t])
+        if within is not None:
+            keep = np.isin(rows, within)
+            rows, scores = best_first(rows[keep], scores[keep], limit)
+        elif where is not None:
+            rows, scores = self._best_passing(rows, scores, limit, where)
+        else:
+            rows, scores = best_first(rows, scores, limit)
+        ids = self._ids.ids_of(rows.tolist())
+        if len(ids) < len(rows):
+            raise IndexDamaged("ranked rows are missing from the memories table")
+        return [(ids[r], float(v)) for r, v in zip(rows.tolist(), scores, strict=True)]
+
+    def _best_passing(
+        self, rows: IntArray, scores: FloatArray, limit: int, where: Node
+    ) -> tuple[IntArray, FloatArray]:
+        """The ``limit`` best of the scored rows that pass the filter: candidates are
+        checked best first in growing batches, so a broad filter costs one query and a
+        narrow one a few."""
+        order = np.lexsort((rows, -scores))
+        rows, scores = rows[order], scores[order]
+        kept: list[int] = []
+        start, step = 0, max(4 * limit, 256)
+        while start < len(rows) and len(kept) < limit:
+            batch = rows[start : start + step]
+            passing = self._reads.passing("rowid", batch.tolist(), where)
+            kept.extend(start + i for i, r in enumerate(batch.tolist()) if r in passing)
+            start += step
+            step *= 2
+        chosen = np.array(kept[:limit], dtype=np.int64)
+        return rows[chosen], scores[chosen]
+
+    def search_fts(
+        self, words: Sequence[str], limit: int, where: Node | None
+    ) -> list[tuple[str, float]]:
+        """FTS5's own ranking (its ``bm25()``): for query words it reads as phrases."""
+        expression = match_expression(words)
+        if expression is None:
+            return []
+        sql, params = to_sql(where)
+        query = (
+            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
+            "JOIN memories m ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ?"
+            + (f" AND {sql}" if sql else "")
+            + " ORDER BY bm25(memories_fts), m.rowid LIMIT ?"
+        )
+        return [
+            (r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])
+        ]
+
+    def common_words(self, words: Sequence[str], max_df: float, total: int) -> set[str]:
+        """The words whose indexed term (as the index's own tokenizer stems it) occurs in
+        more than ``max_df`` of the ``total`` memories."""
+        if total == 0:
+            return set()
+        terms = self._terms_of(words)
+        distinct = sorted({t for word_terms in terms for t in word_terms})
+        if not distinct:
+            return set()
+        marks = ", ".join("?" * len(distinct))
+        frequency = dict(
+            self._conn.execute(
+                f"SELECT term, doc FROM memories_vocab WHERE term IN ({marks})", distinct
+            ).fetchall()
+        )
+        limit = max_df * total
+        return {
+            word
+            for word, word_terms in zip(words, terms, strict=True)
+            if any(frequency.get(t, 0) > limit for t in word_terms)
+        }
+
+    def _single_terms(self, words: Sequence[str]) -> list[tuple[str, ...]] | None:
+        """Each word's FTS5 terms; None when some word is several tokens (FTS5 reads
+        it as a phrase, the postings cannot)."""
+        out = self._terms_of(words)
+        return None if any(len(t) > 1 for t in out) else out
+
+    def _terms_of(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+        """Each word's FTS5 terms, as the index's own tokenizer makes them (a scratch
+        FTS5 table tokenises the words; remembered for the next queries)."""
+        missing = [w for w in words if w not in self._word_terms]
+        if missing:
+            if len(self._word_terms) > _KEPT_WORDS:
+                self._word_terms.clear()
+            c = self._conn
+            c.executemany(
+                "INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(missing)
+            )
+            try:
+                found = c.execute(
+                    "SELECT doc, term FROM temp.query_terms ORDER BY doc, offset"
+                ).fetchall()
+            finally:
+                c.execute("DELETE FROM temp.query_words")
+            terms: dict[int, list[str]] = {}
+            for doc, term in found:
+                terms.setdefault(doc, []).append(term)
+            for i, word in enumerate(missing):
+                self._word_terms[word] = tuple(terms.get(i, ()))
+        return [self._word_terms[w] for w in words]
+
+    # --- the postings, in step with the tables ------------------------------------------
+
+    def _ready_postings(self) -> Postings:
+        """The postings, built from the FTS5 index when there are none yet (once per
+        open store, in time proportional to the store)."""
+        if self.postings is None:
+            self._ids.clear()
+            postings = Postings()
+            tokens = self._conn.execute(tokens_sql("temp.memory_terms")).fetchone()[0]
+            postings.add(self._reads.rowids(), parse_tokens(tokens))
+            self.postings = postings
+        return self.postings
+
+    def written(self, batch: Batch, tokens: str | None) -> None:
+        """Bring the postings in step with a committed batch: replaced rows out, the new
+        ones in, from the batch's ``tokens``. Should that fail, the postings are dropped
+        and rebuilt by the next search: the write itself stands."""
+        if tokens is None or self.postings is None:
+            return
+        try:
+            self.postings.remove(batch.replaced)
+            rowids = np.arange(batch.base, batch.base + len(batch.rows), dtype=np.int64)
+            self.postings.add(rowids, parse_tokens(tokens))
+        except Exception:
+            self.postings = None
+
+    def deleted(self, rowids: Sequence[int]) -> None:
+        """Rows deleted in the caller's open transaction."""
+        if self.postings is not None:
+            self.postings.remove(rowids)
+
+    def cleared(self) -> None:
+        self.postings = Postings() if self._postings_rank else None  # empty, as the index
+
+    def other_writers_wrote(self) -> tuple[list[int], int] | None:
+        """After other connections wrote: vanished rows out of the postings, new rows in.
+        Returns the rows gone and the highest row id held before (the rows above it are
+        new), or None when there are no postings (or they must be rebuilt, because rows
+        were renumbered behind this connection's back)."""
+        postings = self.postings
+        if postings is None:
+            return None
+        present = self._reads.rowids()
+        known = postings.live_rowids()
+        gone = np.setdiff1d(known, present, assume_unique=True).tolist()
+        postings.remove(gone)
+        new = np.setdiff1d(present, known, assume_unique=True)
+        high = postings.high
+        if len(new) and int(new.min()) <= high:
+            self.postings = None
+            return None
+        if len(new):
+            rows = self._conn.execute(
+                "SELECT rowid, text FROM memories WHERE rowid > ?", (high,)
+            ).fetchall()
+            self._add_rows(rows)
+        return gone, high
+
+    def _add_rows(self, rows: Sequence[tuple[int, str]]) -> None:
+        """Add rows to the postings, tokenised by a scratch FTS5 table with the index's
+        own tokenizer."""
+        if self.postings is None or not rows:
+            return
+        self._conn.executemany(
+            "INSERT INTO temp.new_texts(rowid, text) VALUES (?, ?)",
+            [(rowid, fts_text(text)) for rowid, text in rows],
+        )
+        tokens = parse_tokens(take_new_tokens(self._conn))
+        self.postings.add(np.array([r for r, _ in rows], dtype=np.int64), tokens)

@@ -1,0 +1,238 @@
+"""The tag leg's lookups in the derived index: which memories carry the tags a query
+matched, how many of them each carries, and when it was made.
+
+Without a filter (or with the filter already resolved to row ids) the answers come from
+each tag's carrying rows held in memory (:class:`~hybrid_memory.carriers.TagCarriers`),
+read once and kept in step with writes; with a filter, from SQL.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import NamedTuple
+
+import numpy as np
+
+from hybrid_memory.carriers import TagCarriers
+from hybrid_memory.filters import Node, to_sql
+from hybrid_memory.index_reads import MemoryIds, chunks, row_test
+from hybrid_memory.index_writes import Batch
+from hybrid_memory.postings import IntArray
+
+
+class TagMatch(NamedTuple):
+    """A memory carrying matched tags, as the tag leg ranks it."""
+
+    id: str
+    matched: int  # how many of the asked tags it carries
+    created_at: float
+    row: int  # index row number: breaks ties, lower first
+
+
+def tag_order(match: TagMatch) -> tuple[int, float, int]:
+    """The tag leg's order: most matched tags first, then newest, then index row."""
+    return (-match.matched, -match.created_at, match.row)
+
+
+class TagIndex:
+    """Tag lookups over ``memory_tags``. Runs under the caller's lock, after the caller
+    brought the index in step with other connections' writes."""
+
+    def __init__(self, conn: sqlite3.Connection, ids: MemoryIds) -> None:
+        self._conn = conn
+        self._ids = ids
+        # The carriers of recently matched tags, kept in step with this connection's
+        # writes and emptied when another connection wrote.
+        self.carriers = TagCarriers()
+
+    def matches(
+        self,
+        tags: Sequence[str],
+        limit: int,
+        where: Node | None,
+        among: Sequence[str] | None,
+        within: IntArray | None,
+    ) -> list[TagMatch]:
+        """:meth:`~hybrid_memory.keyword.KeywordIndex.tag_carriers`."""
+        if among is not None:
+            ids = list(dict.fromkeys(among))
+            if where is None or within is not None:
+                found = self._counts_in_memory(ids, tags, within)
+            else:
+                found = self._counts_by_sql(ids, tags, where)
+        elif where is None or within is not None:
+            found = self._newest_in_memory(tags, limit, within)
+        else:
+            found = self._newest_by_sql(tags, limit, where)
+        found.sort(key=tag_order)
+        return found[:limit]
+
+    # --- from the carriers held in memory ---------------------------------------------
+
+    def _load_carriers(self, tags: Sequence[str]) -> None:
+        """Read the carriers of those of ``tags`` not held yet: when none are held and
+        every tag's fit in half the capacity, all of them in one pass (one tag at a time,
+        a search would meet a read for each tag it is the first to match), else tag by tag."""
+        missing = self.carriers.missing(tags)
+        if not missing:
+            return
+        if not self.carriers:
+            (total,) = self._conn.execute("SELECT COUNT(*) FROM memory_tags").fetchone()
+            if total <= self.carriers.capacity // 2:
+                every = self._conn.execute(
+                    "SELECT tag, rowid, created_at FROM memory_tags ORDER BY tag, rowid"
+                )
+                for tag, carriers in itertools.groupby(every, key=itemgetter(0)):
+                    self._put(tag, list(carriers), tags)
+                missing = self.carriers.missing(missing)  # tags nobody carries
+        for tag in missing:
+            self._put(
+                tag,
+                self._conn.execute(
+                    "SELECT tag, rowid, created_at FROM memory_tags WHERE tag = ? ORDER BY rowid",
+                    (tag,),
+                ).fetchall(),
+                tags,
+            )
+
+    def _put(self, tag: str, rows: Sequence[tuple[str, int, float]], asked: Sequence[str]) -> None:
+        self.carriers.put(
+            tag,
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=np.float64),
+            keep=asked,
+        )
+
+    def _newest_in_memory(
+        self, tags: Sequence[str], limit: int, within: IntArray | None
+    ) -> list[TagMatch]:
+        """Each tag's ``limit`` newest carriers (among the row ids ``within``), with how
+        many of ``tags`` each carries."""
+        self._load_carriers(tags)
+        newest: dict[int, float] = {}
+        for tag in tags:
+            rows, created = self.carriers.newest(tag, limit, within)
+            newest.update(zip(rows.tolist(), created.tolist(), strict=True))
+        rowids = list(newest)
+        counts = self.carriers.counts(np.array(rowids, dtype=np.int64), tags)[0].tolist()
+        ids = self._ids.ids_of(rowids)
+        return [
+            TagMatch(ids[r], count, newest[r], r)
+            for r, count in zip(rowids, counts, strict=True)
+            if r in ids
+        ]
+
+    def _counts_in_memory(
+        self, ids: Sequence[str], tags: Sequence[str], within: IntArray | None
+    ) -> list[TagMatch]:
+        """How many of ``tags`` each of the memories ``ids`` (of the row ids ``within``)
+        carries, those carrying none left out."""
+        self._load_carriers(tags)
+        rowids = self._ids.rowids_of(ids)
+        rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
+        matched, created = self.carriers.counts(rows, tags)
+        if within is not None:
+            matched[~np.isin(rows, within)] = 0
+        return [
+            TagMatch(memory_id, count, when, row)
+            for (memory_id, row), count, when in zip(
+                rowids.items(), matched.tolist(), created.tolist(), strict=True
+            )
+            if count
+        ]
+
+    # --- from SQL, with a filter ------------------------------------------------------
+
+    def _newest_by_sql(self, tags: Sequence[str], limit: int, where: Node) -> list[TagMatch]:
+        """Each tag's ``limit`` newest carriers passing ``where``, with how many of
+        ``tags`` each carries (counted in one more query only when there are several)."""
+        sql, params = to_sql(where)
+        newest = (
+            "SELECT t.rowid, m.id, t.created_at FROM memory_tags t "
+            "JOIN memories m ON m.rowid = t.rowid WHERE t.tag = ?"
+            + (f" AND {sql}" if sql else "")
+            + " ORDER BY t.created_at DESC LIMIT ?"
+        )
+        found: dict[int, tuple[str, float]] = {}
+        for tag in tags:
+            for rowid, memory_id, created in self._conn.execute(newest, [tag, *params, limit]):
+                found[rowid] = (memory_id, created)
+        if len(tags) == 1:
+            counts = dict.fromkeys(found, 1)
+        else:
+            # These rows passed ``where`` just now, under the same lock: counting their
+            # tags needs no second pass through the filter.
+            marks = ", ".join("?" * len(tags))
+            counts = dict(
+                self._conn.execute(
+                    f"SELECT rowid, COUNT(*) FROM memory_tags WHERE tag IN ({marks}) "
+                    "AND rowid IN (SELECT value FROM json_each(?)) GROUP BY rowid",
+                    [*tags, json.dumps(list(found))],
+                )
+            )
+        return [
+            TagMatch(memory_id, int(counts[rowid]), float(created), rowid)
+            for rowid, (memory_id, created) in found.items()
+        ]
+
+    def _counts_by_sql(
+        self, ids: Sequence[str], tags: Sequence[str], where: Node
+    ) -> list[TagMatch]:
+        """How many of ``tags`` each of the memories ``ids`` carries (those carrying none,
+        or failing ``where``, left out).
+
+        SQLite starts from the given rows (CROSS JOIN fixes the join order) and looks
+        each (row, tag) pair up in an index, instead of scanning every carrier of a
+        common tag. ``where`` is checked here, in Python, on those few carriers: its SQL
+        form (:func:`~hybrid_memory.filters.to_sql`) has SQLite first collect every
+        memory passing the filter, a cost that grows with the store."""
+        tag_marks = ", ".join("?" * len(tags))
+        passes = row_test(where)
+        out: list[TagMatch] = []
+        for chunk, marks in chunks(ids):
+            query = (
+                "SELECT m.id, COUNT(*), t.created_at, m.rowid, m.metadata, m.tags, m.updated_at "
+                f"FROM memories m CROSS JOIN memory_tags t ON t.rowid = m.rowid "
+                f"AND t.tag IN ({tag_marks}) WHERE m.id IN ({marks}) GROUP BY m.rowid"
+            )
+            for r in self._conn.execute(query, [*tags, *chunk]):
+                if passes(r[4], r[5], float(r[2]), float(r[6])):
+                    out.append(TagMatch(r[0], int(r[1]), float(r[2]), int(r[3])))
+        return out
+
+    # --- in step with the tables --------------------------------------------------------
+
+    def written(self, batch: Batch) -> None:
+        """A committed batch: the rows it replaced out, its rows into the held tags."""
+        self.removed(batch.replaced)
+        try:
+            self.carriers.add(
+                batch.rowids(), [r.tags for r in batch.rows], [r.created_at for r in batch.rows]
+            )
+        except Exception:
+            self.carriers.clear()  # read again when next asked for
+
+    def removed(self, rowids: Sequence[int]) -> None:
+        """Rows gone from the index (deleted, or replaced by an update's new row)."""
+        try:
+            self.carriers.remove(rowids)
+        except Exception:
+            self.carriers.clear()  # read again when next asked for
+
+    def other_writers_wrote(self, gone: Sequence[int], high: int) -> None:
+        """After other connections wrote: rows ``gone`` out, those above ``high`` in."""
+        if not self.carriers:
+            return
+        try:
+            self.carriers.remove(gone)
+            self.carriers.add_rows(
+                self._conn.execute(
+                    "SELECT rowid, tag, created_at FROM memory_tags WHERE rowid > ?", (high,)
+                ).fetchall()
+            )
+        except Exception:
+            self.carriers.clear()  # read again when next asked for
