@@ -173,3 +173,4 @@ def evaluate(
                 report["peers"][name] = score_run(run, dataset, k=k)
     finally:
         memory.close()
+    return report
