@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from hybrid_memory.evaluation.datasets import Dataset, Document, Query, load_dataset
 from hybrid_memory.evaluation.harness import evaluate, parse_setting, parse_sweep
-from hybrid_memory.evaluation.metrics import metric_names, mrr_at_k, ndcg_at_k, recall_at_k
+from hybrid_memory.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from hybrid_memory.evaluation.peers import (
     PEERS,
     EmbeddingLike,
@@ -69,7 +69,6 @@ __all__ = [
     "llama_index_fusion",
     "load_dataset",
     "matches_filter",
-    "metric_names",
     "mrr_at_k",
     "ndcg_at_k",
     "parse_setting",

@@ -52,6 +52,9 @@ the speed benchmark ``benchmarks/scale.py`` use it)::
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
+import sqlite3
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -320,8 +323,6 @@ class _LlamaIndexFusion:
         self._nodes.extend(nodes)
         # bm25s cannot add documents: the keyword leg is rebuilt over everything, now,
         # so the cost lands in add() as it does for a user.
-        import logging
-
         from llama_index.retrievers.bm25 import BM25Retriever
 
         # bm25s warns (and clamps) when k exceeds the corpus; _retriever() clamps instead.
@@ -375,8 +376,6 @@ class _PlainRRF:
     name = "plain RRF (FTS5 bm25 + dense, k=60)"
 
     def __init__(self, embedding: EmbeddingLike, k: float, depth: int) -> None:
-        import sqlite3
-
         self._embedding = embedding
         self._k = k
         self._depth = depth
@@ -404,8 +403,6 @@ class _PlainRRF:
     def search(self, query: str, k: int) -> list[str]:
         if not self._count:
             return []
-        import re
-
         depth = min(max(self._depth, k), self._count)
         words = dict.fromkeys(w.casefold() for w in re.findall(r"\w+", query))
         keyword: list[str] = []
