@@ -33,16 +33,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory.eval import (
+from hybrid_memory.evaluation import (
     Dataset,
     build_memory,
     load_dataset,
+    matches_filter,
     ndcg_at_k,
     recall_at_k,
 )
 from hybrid_memory.feedback import rocchio
 from hybrid_memory.keyword import query_words
-from hybrid_memory.peers import matches_filter
 from hybrid_memory.tags import normalise_tag
 
 DEPTH = 200  # the deepest candidate list any configuration asks for

@@ -3,7 +3,7 @@
     hybrid-memory eval DATASET_DIR [--k 10] [--json] [--set KEY=VALUE ...]
                        [--sweep KEY=v1,v2,... ...] [--grid] [--peers] [--limit N] [--quiet]
 
-``eval`` runs the evaluation protocol of :mod:`hybrid_memory.eval` on a dataset folder
+``eval`` runs the evaluation protocol of :mod:`hybrid_memory.evaluation` on a dataset folder
 (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``). ``--set`` overrides a setting
 (any field of ``HybridMemorySettings``; the value is parsed as JSON when it can be,
 so ``--set alpha=0.6``, ``--set alpha=null``, ``--set alpha_values=[0.5,0.7,0.8]``);
@@ -12,6 +12,8 @@ every combination of several sweeps); ``--peers`` adds LangChain's EnsembleRetri
 and LlamaIndex's QueryFusionRetriever on the same data (extra ``bench``, which the
 README's setup command installs through ``dev``). Progress goes
 to stderr; the report (or, with ``--json``, one JSON object) to stdout.
+
+``python -m hybrid_memory ...`` runs the same command.
 
 Exit status: 0 on success, 2 on bad arguments or a malformed dataset, 1 on any other
 hybrid-memory error.
@@ -107,7 +109,8 @@ def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from hybrid_memory.eval import (
+    # Loaded here, not at the top: the harness is not needed by plugin commands or --help.
+    from hybrid_memory.evaluation import (
         QUIET,
         Progress,
         evaluate,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.collections import available, cache_root, convert_smart
-from hybrid_memory.eval import load_dataset
+from hybrid_memory.evaluation import load_dataset
 
 SMART_DOCS = """.I 1
 .T

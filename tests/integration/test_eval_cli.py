@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hybrid_memory.cli import main
-from hybrid_memory.eval import evaluate, load_dataset
+from hybrid_memory.evaluation import evaluate, load_dataset
 from tests.conftest import SHARED_DATA, HashEmbedding
 
 METRIC_KEYS = {"ndcg@10", "recall@5", "recall@10", "mrr@10", "p50_ms", "n_queries"}
@@ -141,7 +141,7 @@ def test_text_report_with_a_sweep_and_settings(
 def test_python_dash_m_entry_point(toy: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     proc = subprocess.run(
-        [sys.executable, "-m", "hybrid_memory.eval", str(toy), "--json", "--quiet", "--k", "3"],
+        [sys.executable, "-m", "hybrid_memory", "eval", str(toy), "--json", "--quiet", "--k", "3"],
         capture_output=True,
         text=True,
         env=env,

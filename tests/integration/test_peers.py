@@ -11,17 +11,18 @@ import pytest
 from hybrid_memory.cli import main
 from hybrid_memory.embeddings import MiniLMEmbedder
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.eval import load_dataset, run_peer
-from hybrid_memory.peers import (
+from hybrid_memory.evaluation import (
     PEERS,
     EmbeddingLike,
     Peer,
     PeerRecord,
     langchain_ensemble,
     llama_index_fusion,
+    load_dataset,
     matches_filter,
     peer_text,
     plain_rrf,
+    run_peer,
 )
 from tests.conftest import HashEmbedding
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.eval import (
+from hybrid_memory.evaluation import (
     Dataset,
     Document,
     Query,

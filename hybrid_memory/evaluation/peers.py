@@ -14,13 +14,13 @@ documentation shows it, using the same embedding model as hybrid-memory:
   list) and Chroma cosine search, 100 candidates from each; no tags, no feedback. Built
   from sqlite3 and chromadb alone, so it needs no extra.
 
-Both need the optional extra ``bench`` (``pip install 'hybrid-memory[bench]'``); this
+The first two need the optional extra ``bench`` (``pip install 'hybrid-memory[bench]'``); this
 module imports the frameworks only when a peer is built.
 
-The API is stable (the quality harness in :mod:`hybrid_memory.eval` and the speed
-benchmark ``benchmarks/scale.py`` use it)::
+The API is stable (the quality harness :func:`hybrid_memory.evaluation.evaluate` and
+the speed benchmark ``benchmarks/scale.py`` use it)::
 
-    from hybrid_memory.peers import PeerRecord, langchain_ensemble, llama_index_fusion
+    from hybrid_memory.evaluation import PeerRecord, langchain_ensemble, llama_index_fusion
 
     peer = llama_index_fusion(embedding)          # any object with the Embedder protocol
     peer.add([PeerRecord("m1", "Alice prefers dark mode", tags=("alice",))])
@@ -52,12 +52,17 @@ benchmark ``benchmarks/scale.py`` use it)::
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
+import sqlite3
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from hybrid_memory.errors import MissingDependencyError
+from hybrid_memory import MissingDependencyError
+from hybrid_memory.filters import matches, parse_filter
+from hybrid_memory.tags import normalise_tag
 
 __all__ = [
     "PEERS",
@@ -131,9 +136,6 @@ def matches_filter(
     records that lack the field, numbers never equal booleans. ``None`` or ``{}``
     matches everything. An invalid filter raises ``InvalidInputError``.
     """
-    from hybrid_memory.filters import matches, parse_filter
-    from hybrid_memory.tags import normalise_tag
-
     node = parse_filter(where)
     if node is None:
         return True
@@ -321,8 +323,6 @@ class _LlamaIndexFusion:
         self._nodes.extend(nodes)
         # bm25s cannot add documents: the keyword leg is rebuilt over everything, now,
         # so the cost lands in add() as it does for a user.
-        import logging
-
         from llama_index.retrievers.bm25 import BM25Retriever
 
         # bm25s warns (and clamps) when k exceeds the corpus; _retriever() clamps instead.
@@ -376,8 +376,6 @@ class _PlainRRF:
     name = "plain RRF (FTS5 bm25 + dense, k=60)"
 
     def __init__(self, embedding: EmbeddingLike, k: float, depth: int) -> None:
-        import sqlite3
-
         self._embedding = embedding
         self._k = k
         self._depth = depth
@@ -405,8 +403,6 @@ class _PlainRRF:
     def search(self, query: str, k: int) -> list[str]:
         if not self._count:
             return []
-        import re
-
         depth = min(max(self._depth, k), self._count)
         words = dict.fromkeys(w.casefold() for w in re.findall(r"\w+", query))
         keyword: list[str] = []

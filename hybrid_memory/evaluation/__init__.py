@@ -1,0 +1,83 @@
+"""The evaluation harness behind ``hybrid-memory eval``, and the peers it measures against.
+
+Not part of the store: nothing in the core imports this package (``hybrid-memory eval``
+loads it when run). It runs the protocol of the shared evaluation data on any folder in
+its format (:mod:`~hybrid_memory.evaluation.datasets`), scores with nDCG@k, Recall@5,
+Recall@k and MRR@k (:mod:`~hybrid_memory.evaluation.metrics`), and reports each system's
+figures and query latency p50::
+
+    from hybrid_memory.evaluation import evaluate, format_report, load_dataset
+
+    report = evaluate(load_dataset("../shared/data/locomo"), peers=True)
+    report["ndcg@10"], report["recall@10"], report["p50_ms"], report["peers"]
+    print(format_report(report))
+
+or from the shell::
+
+    hybrid-memory eval ../shared/data/locomo --json
+    hybrid-memory eval ../shared/data/cranfield --sweep alpha=0.3,0.5,0.7 --peers
+
+Modules: ``datasets`` (reading a dataset folder), ``metrics`` (pure ranking metrics),
+``runs`` (one system over a dataset), ``report`` (scores and the text report),
+``harness`` (the whole evaluation, sweeps included) and ``peers`` (LangChain,
+LlamaIndex and plain-RRF retrievers behind one interface; their frameworks are
+imported only when a peer is built).
+"""
+
+from __future__ import annotations
+
+from hybrid_memory.evaluation.datasets import Dataset, Document, Query, load_dataset
+from hybrid_memory.evaluation.harness import evaluate, parse_setting, parse_sweep
+from hybrid_memory.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
+from hybrid_memory.evaluation.peers import (
+    PEERS,
+    EmbeddingLike,
+    Peer,
+    PeerRecord,
+    langchain_ensemble,
+    llama_index_fusion,
+    matches_filter,
+    peer_text,
+    plain_rrf,
+    require_frameworks,
+)
+from hybrid_memory.evaluation.report import format_report, score_run
+from hybrid_memory.evaluation.runs import (
+    QUIET,
+    Progress,
+    Run,
+    build_memory,
+    run_memory,
+    run_peer,
+)
+
+__all__ = [
+    "PEERS",
+    "QUIET",
+    "Dataset",
+    "Document",
+    "EmbeddingLike",
+    "Peer",
+    "PeerRecord",
+    "Progress",
+    "Query",
+    "Run",
+    "build_memory",
+    "evaluate",
+    "format_report",
+    "langchain_ensemble",
+    "llama_index_fusion",
+    "load_dataset",
+    "matches_filter",
+    "mrr_at_k",
+    "ndcg_at_k",
+    "parse_setting",
+    "parse_sweep",
+    "peer_text",
+    "plain_rrf",
+    "recall_at_k",
+    "require_frameworks",
+    "run_memory",
+    "run_peer",
+    "score_run",
+]

@@ -1,0 +1,176 @@
+"""The whole evaluation behind ``hybrid-memory eval``: our store at its settings, any
+sweep of settings, and the peers, on one dataset, as one JSON-ready report.
+
+Every query is searched at k = 10 (by default) and scored with the metrics of
+:mod:`hybrid_memory.evaluation.metrics`, averaged over the queries that have at least
+one relevant judgment.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hybrid_memory import HybridMemory, InvalidInputError
+from hybrid_memory.evaluation.datasets import Dataset
+from hybrid_memory.evaluation.peers import PEERS, EmbeddingLike, require_frameworks
+from hybrid_memory.evaluation.report import score_run
+from hybrid_memory.evaluation.runs import QUIET, Progress, build_memory, run_memory, run_peer
+
+__all__ = ["evaluate", "parse_setting", "parse_sweep"]
+
+# --- settings from the command line ------------------------------------------------------
+
+
+def _value(text: str) -> Any:
+    """JSON when it parses (numbers, true/false/null, lists), else the string itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` → (key, value), the value parsed as JSON when possible."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidInputError("--set", f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), _value(raw.strip())
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """``KEY=v1,v2,...`` → (key, values). A value list given as one JSON array
+    (``alpha_values=[[0.5,0.7,0.8],[0.6,0.8,0.9]]``) is taken as it is."""
+    key, sep, raw = text.partition("=")
+    raw = raw.strip()
+    if not sep or not key.strip() or not raw:
+        raise InvalidInputError("--sweep", f"expected KEY=v1,v2,..., got {text!r}")
+    if raw.startswith("["):
+        parsed = _value(raw)
+        if not isinstance(parsed, list) or not parsed:
+            raise InvalidInputError("--sweep", f"{raw!r} is not a non-empty JSON list")
+        return key.strip(), parsed
+    return key.strip(), [_value(part.strip()) for part in raw.split(",")]
+
+
+# --- the whole evaluation ----------------------------------------------------------------
+
+
+def _sweep_points(sweeps: Sequence[tuple[str, list[Any]]], grid: bool) -> list[dict[str, Any]]:
+    if not sweeps:
+        return []
+    if grid:
+        keys = [key for key, _ in sweeps]
+        return [
+            dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(v for _, v in sweeps))
+        ]
+    return [{key: value} for key, values in sweeps for value in values]
+
+
+def _search_view(memory: HybridMemory, point: Mapping[str, Any]) -> HybridMemory | None:
+    """The store seen with ``point``'s search settings, or None when ``point`` changes
+    something fixed at ingest (tokenizer, embedding model, ...) and needs a new store."""
+    try:
+        return memory.with_settings(**point)
+    except InvalidInputError as exc:
+        if exc.field == "with_settings":  # the engine's word for "not a search setting"
+            return None
+        raise
+
+
+class _DocumentCache:
+    """Reuses document vectors across peers (the same model, so the same vectors);
+    queries are always embedded afresh so peer latencies stay honest."""
+
+    def __init__(self, embedder: EmbeddingLike) -> None:
+        self._embedder = embedder
+        self._vectors: dict[str, list[float]] = {}
+        self.name = embedder.name
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            self._vectors.update(zip(missing, self._embedder.embed_documents(missing), strict=True))
+        return [self._vectors[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embedder.embed_query(text)
+
+
+def evaluate(
+    dataset: Dataset,
+    *,
+    k: int = 10,
+    overrides: Mapping[str, Any] | None = None,
+    sweeps: Sequence[tuple[str, list[Any]]] = (),
+    grid: bool = False,
+    peers: bool = False,
+    embedding: Any = None,
+    progress: Progress = QUIET,
+) -> dict[str, Any]:
+    """Run the protocol; returns the JSON-ready report.
+
+    Top-level keys are our default-or-``overrides`` run (``ndcg@10``, ``recall@5``,
+    ``recall@10``, ``mrr@10``, ``p50_ms``, ``n_queries``, ``categories`` when queries
+    carry ``metadata.category``), plus ``sweep`` (one entry per swept point, each with
+    its ``settings``) and ``peers`` (name → the same metrics) when asked for. The store
+    is built once and reused through ``with_settings`` for every search-time point;
+    a point that changes an ingest-time setting builds its own store.
+    """
+    if peers:
+        require_frameworks()  # before the long run, not after it
+    base = dict(overrides or {})
+    stored = len(dataset.storable())
+    report: dict[str, Any] = {
+        "dataset": dataset.name,
+        "n_memories": stored,
+        "k": k,
+        "settings": base,
+    }
+    blank = len(dataset.corpus) - stored
+    if blank:
+        report["blank_texts_skipped"] = blank
+    progress.message(
+        f"{dataset.name}: {stored} memories"
+        + (f" ({blank} blank corpus lines left out)" if blank else "")
+        + f", {len(dataset.judged_queries())} judged queries"
+    )
+    memory = build_memory(dataset, base, embedding=embedding, progress=progress)
+    try:
+        report.update(score_run(run_memory(memory, dataset, k=k, progress=progress), dataset, k=k))
+        points = _sweep_points(sweeps, grid)
+        if points:
+            rows: list[dict[str, Any]] = []
+            for point in points:
+                progress.message(f"sweep: {json.dumps(point)}")
+                view = _search_view(memory, point)
+                if view is None:  # an ingest-time setting: this point needs its own store
+                    same_model = not {"embedding_model", "embedding_batch_size"} & set(point)
+                    rebuilt = build_memory(
+                        dataset,
+                        base | point,
+                        # the loaded model serves the new store too, unless it is the point
+                        embedding=memory.embedder if same_model else embedding,
+                        progress=progress,
+                    )
+                    try:
+                        run = run_memory(rebuilt, dataset, k=k, progress=progress)
+                    finally:
+                        rebuilt.close()
+                else:
+                    run = run_memory(view, dataset, k=k, progress=progress)
+                rows.append({"settings": point, **score_run(run, dataset, k=k)})
+            report["sweep"] = rows
+        if peers:
+            cached = _DocumentCache(memory.embedder)
+            report["peers"] = {}
+            for name, factory in PEERS.items():
+                progress.message(f"peer: {name}")
+                run = run_peer(factory, cached, dataset, k=k, progress=progress)
+                report["peers"][name] = score_run(run, dataset, k=k)
+    finally:
+        memory.close()
+    return report

@@ -1,0 +1,156 @@
+"""Running one system over a dataset: every judged query searched, its ranking and
+latency kept in a :class:`Run`.
+
+A hybrid-memory run stores every corpus line in a fresh in-memory
+:class:`~hybrid_memory.HybridMemory` (its text exactly, its tags, metadata, and
+timestamp as creation time) and searches each query with its filter and ``now``. A
+peer run builds one peer per distinct query filter over the lines that filter selects.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from hybrid_memory import HybridMemory
+from hybrid_memory.evaluation.datasets import Dataset, Query
+from hybrid_memory.evaluation.peers import EmbeddingLike, Peer, PeerRecord, matches_filter
+
+__all__ = ["QUIET", "Progress", "Run", "build_memory", "run_memory", "run_peer"]
+
+
+class Progress:
+    """Counter lines on a stream (stderr): ``label: done/total`` every ``every`` steps."""
+
+    def __init__(self, stream: TextIO | None = sys.stderr, every: int = 100) -> None:
+        self.stream = stream
+        self.every = max(1, every)
+
+    def message(self, text: str) -> None:
+        if self.stream is not None:
+            print(text, file=self.stream, flush=True)
+
+    def counter(self, label: str, total: int) -> Callable[[int], None]:
+        """A callback taking the number done so far; prints at steps and at the end."""
+        start = time.perf_counter()
+        state = {"printed": 0}
+
+        def update(done: int) -> None:
+            if done - state["printed"] < self.every and done != total:
+                return
+            state["printed"] = done
+            elapsed = time.perf_counter() - start
+            self.message(f"{label}: {done}/{total} ({elapsed:.1f} s)")
+
+        return update
+
+
+QUIET = Progress(stream=None)
+
+
+@dataclass
+class Run:
+    """The ranked ids a system returned for each query, and each query's latency."""
+
+    name: str
+    ranked: dict[str, list[str]] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+def build_memory(
+    dataset: Dataset,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    embedding: Any = None,
+    batch_size: int = 256,
+    progress: Progress = QUIET,
+) -> HybridMemory:
+    """A fresh in-memory store holding every corpus line (text, tags, metadata,
+    timestamp as creation time)."""
+    documents = dataset.storable()
+    memory = HybridMemory(embedding=embedding, **dict(overrides or {}))
+    try:
+        tick = progress.counter("ingest", len(documents))
+        for start in range(0, len(documents), batch_size):
+            batch = documents[start : start + batch_size]
+            items: list[dict[str, Any]] = []
+            for doc in batch:
+                item: dict[str, Any] = {"id": doc.id, "text": doc.text}
+                if doc.tags:
+                    item["tags"] = list(doc.tags)
+                if doc.metadata:
+                    item["metadata"] = doc.metadata
+                if doc.timestamp is not None:
+                    item["created_at"] = doc.timestamp
+                items.append(item)
+            # Identical texts under different ids are different memories here.
+            memory.add_many(items, allow_duplicates=True)
+            tick(start + len(batch))
+    except BaseException:
+        memory.close()
+        raise
+    return memory
+
+
+def run_memory(
+    memory: HybridMemory,
+    dataset: Dataset,
+    *,
+    k: int = 10,
+    progress: Progress = QUIET,
+    name: str = "hybrid-memory",
+) -> Run:
+    """Search every judged query with its filter and ``now``."""
+    run = Run(name)
+    queries = dataset.judged_queries()
+    tick = progress.counter(f"queries ({name})", len(queries))
+    for done, query in enumerate(queries, start=1):
+        started = time.perf_counter()
+        hits = memory.search(query.text, k=k, filter=query.filter, now=query.now)
+        run.latencies_ms.append((time.perf_counter() - started) * 1000.0)
+        run.ranked[query.id] = [hit.id for hit in hits]
+        tick(done)
+    return run
+
+
+def run_peer(
+    factory: Callable[[EmbeddingLike], Peer],
+    embedding: EmbeddingLike,
+    dataset: Dataset,
+    *,
+    k: int = 10,
+    progress: Progress = QUIET,
+) -> Run:
+    """Run a peer on the dataset: one peer per distinct query filter, built over the
+    corpus lines that filter selects (a peer cannot filter both of its legs)."""
+    records = [PeerRecord(d.id, d.text, d.tags, d.metadata) for d in dataset.storable()]
+    queries = dataset.judged_queries()
+    groups: dict[str, list[Query]] = {}
+    for query in queries:
+        groups.setdefault(json.dumps(query.filter or {}, sort_keys=True), []).append(query)
+    run = Run("")
+    tick: Callable[[int], None] | None = None
+    for key, group in groups.items():
+        where = json.loads(key) or None
+        subset = [r for r in records if matches_filter(where, r.metadata, r.tags)]
+        peer = factory(embedding)
+        try:
+            if tick is None:
+                run.name = peer.name
+                tick = progress.counter(f"queries ({peer.name})", len(queries))
+            label = f" matching {key}" if where else ""
+            progress.message(f"{peer.name}: indexing {len(subset)} records{label}")
+            peer.add(subset)
+            for query in group:
+                started = time.perf_counter()
+                ranked = peer.search(query.text, k)
+                run.latencies_ms.append((time.perf_counter() - started) * 1000.0)
+                run.ranked[query.id] = ranked
+                tick(len(run.ranked))
+        finally:
+            peer.close()
+    return run
