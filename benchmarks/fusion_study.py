@@ -33,6 +33,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.vector_cache import CachedEmbedding
+from hybrid_memory._feedback import rocchio
+from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._tags import normalise_tag
 from hybrid_memory.evaluation import (
     Dataset,
     build_memory,
@@ -41,9 +44,6 @@ from hybrid_memory.evaluation import (
     ndcg_at_k,
     recall_at_k,
 )
-from hybrid_memory.feedback import rocchio
-from hybrid_memory.keyword import query_words
-from hybrid_memory.tags import normalise_tag
 
 DEPTH = 200  # the deepest candidate list any configuration asks for
 
@@ -130,7 +130,7 @@ def prepare(path: str, embedding: CachedEmbedding) -> Prepared:
                 [i for i, d in enumerate(docs) if matches_filter(q.filter, d.metadata, d.tags)],
                 dtype=np.int64,
             )
-            from hybrid_memory.filters import parse_filter
+            from hybrid_memory._filters import parse_filter
 
             node = parse_filter(q.filter)
             scope = None if node is None else index.within(node, 20_000)

@@ -833,8 +833,8 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
 
 def run_model_worker(workdir: Path, batch_size: int | None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from hybrid_memory.embeddings import MiniLMEmbedder
-    from hybrid_memory.settings import HybridMemorySettings
+    from hybrid_memory._embeddings import MiniLMEmbedder
+    from hybrid_memory._settings import HybridMemorySettings
 
     settings = HybridMemorySettings()
     batch = batch_size or settings.embedding_batch_size

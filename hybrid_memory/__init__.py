@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hybrid_memory.errors import (
+from hybrid_memory._errors import (
     DuplicateIdError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -19,12 +19,12 @@ from hybrid_memory.errors import (
     MissingDependencyError,
     StoreError,
 )
-from hybrid_memory.memory import HybridMemory
-from hybrid_memory.settings import HybridMemorySettings
-from hybrid_memory.types import Hit, Memory, SearchResult
+from hybrid_memory._memory import HybridMemory
+from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._types import Hit, Memory, SearchResult
 
 if TYPE_CHECKING:
-    from hybrid_memory.retriever import HybridRetriever
+    from hybrid_memory._retriever import HybridRetriever
 
 __version__ = "0.1.0"
 
@@ -49,7 +49,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The retriever imports LangChain and LlamaIndex (seconds); load it only when asked for.
     if name == "HybridRetriever":
-        from hybrid_memory.retriever import HybridRetriever
+        from hybrid_memory._retriever import HybridRetriever
 
         return HybridRetriever
     raise AttributeError(f"module 'hybrid_memory' has no attribute {name!r}")

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 
-from hybrid_memory.errors import HybridMemoryError, InvalidInputError
+from hybrid_memory._errors import HybridMemoryError, InvalidInputError
 
 __all__ = ["build_parser", "main", "plugin_commands"]
 

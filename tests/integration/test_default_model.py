@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory import minilm as minilm_module
-from hybrid_memory.embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
-from hybrid_memory.minilm import MiniLM, ModelFiles, find_model_files, graph_dir
+from hybrid_memory import _minilm as minilm_module
+from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
+from hybrid_memory._minilm import MiniLM, ModelFiles, find_model_files, graph_dir
 
 from ..conftest import SHARED_DATA
 

@@ -257,9 +257,9 @@ def _damage(index: Path, how: str, rng: random.Random) -> None:
 
 
 @pytest.mark.xfail(
-    reason="the index is read through mmap (PRAGMA mmap_size in keyword.py): a process "
+    reason="the index is read through mmap (PRAGMA mmap_size in _index/file.py): a process "
     "that has it open dies of SIGBUS when another truncates the file under it; needs "
-    "mmap off, a performance decision left to the owners of keyword.py",
+    "mmap off, a performance decision left to the owners of the index",
     strict=False,
 )
 def test_index_damaged_while_another_process_has_the_store_open(tmp_path: Path) -> None:

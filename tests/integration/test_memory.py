@@ -22,8 +22,8 @@ from hybrid_memory import (
     InvalidInputError,
     MemoryNotFoundError,
 )
-from hybrid_memory.feedback import rocchio
-from hybrid_memory.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory._feedback import rocchio
+from hybrid_memory._records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding, index_ids, indexed
 
@@ -406,7 +406,7 @@ def test_recency_decay_prefers_newer_memories(memory: HybridMemory) -> None:
 
 
 def test_max_tokens_stops_before_the_budget_is_exceeded(filled: HybridMemory) -> None:
-    from hybrid_memory.tokens import count_tokens
+    from hybrid_memory._tokens import count_tokens
 
     everything = filled.search("alice bob mode report", k=5)
     first = count_tokens(everything[0].text)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from hybrid_memory._embeddings import MiniLMEmbedder
+from hybrid_memory._errors import InvalidInputError
 from hybrid_memory.cli import main
-from hybrid_memory.embeddings import MiniLMEmbedder
-from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.evaluation import (
     PEERS,
     EmbeddingLike,

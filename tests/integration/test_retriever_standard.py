@@ -18,7 +18,7 @@ import pytest
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from hybrid_memory import HybridMemory
-from hybrid_memory.retriever import HybridRetriever
+from hybrid_memory._retriever import HybridRetriever
 
 DIM = 64
 

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory import search as search_module
-from hybrid_memory.filters import Node
-from hybrid_memory.keyword import KeywordIndex, TagMatch
+from hybrid_memory import _search as search_module
+from hybrid_memory._filters import Node
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.tags import TagMatch
 
 from ..conftest import HashEmbedding
 

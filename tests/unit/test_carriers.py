@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hybrid_memory.carriers import TagCarriers
+from hybrid_memory._index.carriers import TagCarriers
 
 
 def ints(*values: int) -> np.ndarray:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory import index_file
-from hybrid_memory.keyword import IndexRow, KeywordIndex
+from hybrid_memory._index import file as index_file
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory._errors import InvalidInputError
 from hybrid_memory.evaluation import (
     Dataset,
     Document,

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory.carriers import TagCarriers
-from hybrid_memory.filters import Node, parse_filter, to_sql
-from hybrid_memory.keyword import IndexRow, KeywordIndex, TagMatch
+from hybrid_memory._filters import Node, parse_filter, to_sql
+from hybrid_memory._index.carriers import TagCarriers
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.tags import TagMatch
+from hybrid_memory._records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 TAGS = ["alice", "bob", "ui", "new york", "health", "work", "東京", "rare"]

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory import keyword
-from hybrid_memory.filters import parse_filter
-from hybrid_memory.index_writes import batch_json
-from hybrid_memory.keyword import IndexRow, KeywordIndex, query_words
+from hybrid_memory._filters import parse_filter
+from hybrid_memory._index import index as keyword
+from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.writes import batch_json
+from hybrid_memory._records import IndexRow
 
 from .test_postings import assert_same
 

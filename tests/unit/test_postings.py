@@ -12,10 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory.filters import parse_filter
-from hybrid_memory.index_writes import next_rowid
-from hybrid_memory.keyword import IndexRow, KeywordIndex, query_words
-from hybrid_memory.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
+from hybrid_memory._filters import parse_filter
+from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
+from hybrid_memory._index.writes import next_rowid
+from hybrid_memory._records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 WORDS = [
@@ -328,7 +330,7 @@ def test_postings_follow_every_write_from_an_empty_index(
     """A store filled from scratch has its postings when the first search comes (each
     batch's tokens are added as it commits); they rank like postings built afterwards."""
     if by_rows:  # values JSON cannot carry take this path
-        monkeypatch.setattr("hybrid_memory.keyword.batch_json", lambda rows: None)
+        monkeypatch.setattr("hybrid_memory._index.index.batch_json", lambda rows: None)
     path = str(tmp_path / "index.sqlite3")
     index = KeywordIndex(path, TOKENIZER)
     assert index.keywords.postings is not None  # empty, like the index

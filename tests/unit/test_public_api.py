@@ -11,7 +11,14 @@ import sys
 import pytest
 
 import hybrid_memory
-from hybrid_memory import errors
+from hybrid_memory import _errors as errors
+
+# Every exception class the library defines.
+ERRORS = sorted(
+    name
+    for name, obj in vars(errors).items()
+    if inspect.isclass(obj) and issubclass(obj, errors.HybridMemoryError)
+)
 
 
 def test_all_is_sorted_and_unique() -> None:
@@ -33,14 +40,32 @@ def test_unknown_attribute_raises_attribute_error() -> None:
 def test_public_classes_are_exported() -> None:
     exported = set(hybrid_memory.__all__)
     # every error class and the public result types are reachable from the package
-    error_classes = {
-        name
-        for name, obj in vars(errors).items()
-        if inspect.isclass(obj) and issubclass(obj, errors.HybridMemoryError)
-    }
-    assert error_classes <= exported
-    assert set(errors.__all__) == error_classes
+    assert set(ERRORS) <= exported
+    assert len(ERRORS) == 8
     assert {"HybridMemory", "HybridMemorySettings", "Hit", "Memory", "SearchResult"} <= exported
+
+
+def test_one_all_in_the_package_the_implementation_modules_are_private() -> None:
+    """The public surface is ``hybrid_memory.__all__``; everything behind it lives in
+    private modules (a leading underscore, or the private ``_index`` subpackage) with no
+    ``__all__`` of their own. ``cli`` (the command) and ``evaluation`` (the harness) are
+    public tools beside the library, not part of it."""
+    from pathlib import Path
+
+    root = Path(hybrid_memory.__file__).parent
+    public = set()
+    for path in root.rglob("*.py"):
+        relative = path.relative_to(root)
+        if relative.parts[0] == "evaluation":
+            continue
+        if path.name not in ("__init__.py", "__main__.py") and not any(
+            part.startswith("_") for part in relative.parts
+        ):
+            public.add(str(relative))
+        private = relative not in (Path("__init__.py"), Path("cli.py"))
+        if private and "__all__ =" in path.read_text():
+            pytest.fail(f"{relative} defines __all__: the package has one, in __init__.py")
+    assert public == {"cli.py"}
 
 
 def test_import_does_not_load_the_frameworks() -> None:
@@ -82,11 +107,11 @@ def _drawn_tree() -> dict[str, tuple[str | None, set[str]]]:
 
 def test_the_docstring_draws_every_error() -> None:
     tree = _drawn_tree()
-    assert set(tree) == set(errors.__all__)
+    assert set(tree) == set(ERRORS)
     assert tree["HybridMemoryError"] == (None, set())
 
 
-@pytest.mark.parametrize("name", errors.__all__)
+@pytest.mark.parametrize("name", ERRORS)
 def test_each_error_has_the_bases_drawn(name: str) -> None:
     parent, extras = _drawn_tree()[name]
     cls = getattr(errors, name)
@@ -104,7 +129,7 @@ def test_error_tree_spot_checks() -> None:
     assert issubclass(errors.EmbeddingMismatchError, errors.EmbeddingError)
     assert issubclass(errors.MissingDependencyError, ImportError)
     assert not issubclass(errors.StoreError, ValueError)
-    for name in errors.__all__:
+    for name in ERRORS:
         assert issubclass(getattr(errors, name), errors.HybridMemoryError)
 
 

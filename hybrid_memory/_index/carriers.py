@@ -8,7 +8,7 @@ of each tag's carriers it is one ``searchsorted``.
 :class:`TagCarriers` keeps, for the tags asked for recently, the row ids of their
 carriers (ascending) and those memories' creation times. It is derived state: filled
 from the index's ``memory_tags`` table and kept in step with it by
-:class:`~hybrid_memory.tag_index.TagIndex`, which empties it whenever another
+:class:`~hybrid_memory._index.tags.TagIndex`, which empties it whenever another
 connection wrote. Nothing here does I/O.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory.postings import FloatArray, IntArray
+from hybrid_memory._index.postings import FloatArray, IntArray
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
-from hybrid_memory.collection import ChromaCollection
-from hybrid_memory.errors import StoreError
-from hybrid_memory.keyword import KeywordIndex, is_damage
-from hybrid_memory.records import UPDATED_KEY
-from hybrid_memory.tags import TagCache
+from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._errors import StoreError
+from hybrid_memory._index.file import is_damage
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._records import UPDATED_KEY
+from hybrid_memory._tags import TagCache
 
 
 class IndexSync:

@@ -12,19 +12,25 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
-from hybrid_memory.collection import ChromaCollection
-from hybrid_memory.embeddings import QueryCache, Vector
-from hybrid_memory.errors import EmbeddingError
-from hybrid_memory.feedback import length_scaled_weight, rocchio
-from hybrid_memory.filters import Node
-from hybrid_memory.fusion import adaptive_alpha, leg_weights, order_by_score, reciprocal_rank_fusion
-from hybrid_memory.keyword import KeywordIndex, query_words
-from hybrid_memory.legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
-from hybrid_memory.recency import age_in_days, decay_factor
-from hybrid_memory.records import rows_from_chroma, to_memory
-from hybrid_memory.settings import HybridMemorySettings
-from hybrid_memory.tokens import count_tokens
-from hybrid_memory.types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
+from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._embeddings import QueryCache, Vector
+from hybrid_memory._errors import EmbeddingError
+from hybrid_memory._feedback import length_scaled_weight, rocchio
+from hybrid_memory._filters import Node
+from hybrid_memory._fusion import (
+    adaptive_alpha,
+    leg_weights,
+    order_by_score,
+    reciprocal_rank_fusion,
+)
+from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
+from hybrid_memory._recency import age_in_days, decay_factor
+from hybrid_memory._records import rows_from_chroma, to_memory
+from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._tokens import count_tokens
+from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
 
 
 @dataclass(frozen=True, slots=True)

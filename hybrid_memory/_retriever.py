@@ -78,10 +78,10 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from typing_extensions import Self
 
-from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.memory import HybridMemory
-from hybrid_memory.settings import HybridMemorySettings
-from hybrid_memory.types import Hit, SearchResult
+from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._memory import HybridMemory
+from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._types import Hit, SearchResult
 
 #: Search options a single call may override (``invoke(q, k=3)``).
 SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens")
@@ -516,6 +516,3 @@ def _invalid_argument(exc: ValidationError) -> InvalidInputError:
         return InvalidInputError(name, "unknown argument of HybridRetriever")
     value = first.get("input")
     return InvalidInputError(name, f"{first.get('msg', str(exc))}; got {value!r}")
-
-
-__all__ = ["HybridRetriever"]

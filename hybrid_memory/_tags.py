@@ -15,8 +15,8 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterable
 
-from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.validation import encodable
+from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._validation import encodable
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPACE = re.compile(r"\s+", re.UNICODE)

@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.collection import ChromaCollection
-from hybrid_memory.embeddings import Embedder, document_matrix
-from hybrid_memory.errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
-from hybrid_memory.filters import Node, chroma_part, matches, to_chroma
-from hybrid_memory.keyword import KeywordIndex, is_damage
-from hybrid_memory.records import (
+from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._embeddings import Embedder, document_matrix
+from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
+from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
+from hybrid_memory._index.file import is_damage
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._records import (
     CREATED_KEY,
     TAGS_KEY,
     IndexRow,
@@ -31,9 +32,9 @@ from hybrid_memory.records import (
     content_hash,
     stored_tags,
 )
-from hybrid_memory.sync import IndexSync
-from hybrid_memory.tags import TagCache
-from hybrid_memory.timeutil import now_timestamp
+from hybrid_memory._sync import IndexSync
+from hybrid_memory._tags import TagCache
+from hybrid_memory._timeutil import now_timestamp
 
 
 class Writer:

@@ -9,14 +9,14 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hybrid_memory.collection import ChromaCollection, index_path
-from hybrid_memory.embeddings import Embedder, QueryCache, resolve_embedding
-from hybrid_memory.keyword import KeywordIndex
-from hybrid_memory.search import Searcher
-from hybrid_memory.settings import HybridMemorySettings
-from hybrid_memory.sync import IndexSync
-from hybrid_memory.tags import TagCache
-from hybrid_memory.writes import Writer
+from hybrid_memory._collection import ChromaCollection, index_path
+from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._search import Searcher
+from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._sync import IndexSync
+from hybrid_memory._tags import TagCache
+from hybrid_memory._writes import Writer
 
 
 class StoreParts:

@@ -12,7 +12,7 @@ import math
 import time
 from datetime import datetime, timedelta, timezone
 
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory._errors import InvalidInputError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MIN_TIMESTAMP = -62_135_596_800.0  # 0001-01-01T00:00:00Z

@@ -7,7 +7,7 @@ do not loop over matches in Python.
 
 The arrays are derived state twice removed: built from the FTS5 index's own tokens
 (so stemming and folding are exactly the configured tokenizer's) and kept in step
-with it by :class:`~hybrid_memory.keyword_search.KeywordSearch`. Nothing here does I/O:
+with it by :class:`~hybrid_memory._index.bm25.KeywordSearch`. Nothing here does I/O:
 :func:`tokens_sql` is the query that reads tokens out of FTS5, :func:`parse_tokens`
 turns its one value into :class:`Tokens`.
 

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.index_writes import create_batch_tables
+from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._index.writes import create_batch_tables
 
 try:  # POSIX: repairs of one index file by several processes take turns
     import fcntl

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from hybrid_memory.embeddings import Matrix, Vector, nearest_by_cosine
-from hybrid_memory.errors import (
+from hybrid_memory._embeddings import Matrix, Vector, nearest_by_cosine
+from hybrid_memory._errors import (
     EmbeddingMismatchError,
     InvalidInputError,
     MemoryNotFoundError,
     StoreError,
 )
-from hybrid_memory.records import IndexRow, row_from_chroma, rows_from_chroma
-from hybrid_memory.settings import HybridMemorySettings
+from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
+from hybrid_memory._settings import HybridMemorySettings
 
 # Collection-level metadata recording how the collection was built.
 EMBEDDING_META = "hm:embedding"

@@ -29,10 +29,11 @@ from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
 
-from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import InvalidInputError, MemoryNotFoundError, StoreError
-from hybrid_memory.filters import Node, parse_filter
-from hybrid_memory.inputs import (
+from hybrid_memory._embeddings import Embedder
+from hybrid_memory._errors import InvalidInputError, MemoryNotFoundError, StoreError
+from hybrid_memory._filters import Node, parse_filter
+from hybrid_memory._index.file import is_damage
+from hybrid_memory._inputs import (
     new_memory,
     valid_alpha,
     valid_id,
@@ -44,13 +45,12 @@ from hybrid_memory.inputs import (
     valid_tags,
     valid_text,
 )
-from hybrid_memory.keyword import is_damage
-from hybrid_memory.parts import StoreParts
-from hybrid_memory.records import rows_from_chroma, to_memory
-from hybrid_memory.search import Query
-from hybrid_memory.settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
-from hybrid_memory.timeutil import now_timestamp, to_timestamp
-from hybrid_memory.types import Memory, SearchResult
+from hybrid_memory._parts import StoreParts
+from hybrid_memory._records import rows_from_chroma, to_memory
+from hybrid_memory._search import Query
+from hybrid_memory._settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
+from hybrid_memory._timeutil import now_timestamp, to_timestamp
+from hybrid_memory._types import Memory, SearchResult
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

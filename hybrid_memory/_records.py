@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_memory.timeutil import stored_datetime
-from hybrid_memory.types import Memory
+from hybrid_memory._timeutil import stored_datetime
+from hybrid_memory._types import Memory
 
 # Storage keys in Chroma metadata for the fields hybrid-memory owns.
 TAGS_KEY = "hm:tags"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 
-from hybrid_memory.types import KEYWORD, TAG, VECTOR
+from hybrid_memory._types import KEYWORD, TAG, VECTOR
 
 
 def normalise_weights(weights: Mapping[str, float]) -> dict[str, float]:

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union
 
-from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.records import CREATED_KEY, RESERVED_PREFIX, UPDATED_KEY
-from hybrid_memory.timeutil import to_timestamp
-from hybrid_memory.validation import encodable
+from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._records import CREATED_KEY, RESERVED_PREFIX, UPDATED_KEY
+from hybrid_memory._timeutil import to_timestamp
+from hybrid_memory._validation import encodable
 
 TAGS_FIELD = "tags"
 TIME_FIELDS = {"created_at": CREATED_KEY, "updated_at": UPDATED_KEY}
@@ -172,7 +172,7 @@ def _condition(name: str, op: str, value: Any, path: str) -> Condition:
             raise InvalidInputError(
                 path, f"the tags field takes only {' or '.join(ARRAY_OPS)}, got {op}"
             )
-        from hybrid_memory.tags import normalise_tag
+        from hybrid_memory._tags import normalise_tag
 
         return Condition(name, op, normalise_tag(value, field=path))
     if name in TIME_FIELDS:

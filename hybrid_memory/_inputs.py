@@ -7,13 +7,13 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.filters import RESERVED_FIELDS
-from hybrid_memory.records import RESERVED_PREFIX, NewMemory, content_hash
-from hybrid_memory.settings import HybridMemorySettings
-from hybrid_memory.tags import normalise_tags
-from hybrid_memory.timeutil import to_timestamp
-from hybrid_memory.validation import encodable
+from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._filters import RESERVED_FIELDS
+from hybrid_memory._records import RESERVED_PREFIX, NewMemory, content_hash
+from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._tags import normalise_tags
+from hybrid_memory._timeutil import to_timestamp
+from hybrid_memory._validation import encodable
 
 _ITEM_KEYS = ("text", "id", "tags", "metadata", "created_at")
 _MAX_ID_LENGTH = 512

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.filters import kind_of, metadata_rows
-from hybrid_memory.postings import tokens_sql
-from hybrid_memory.records import IndexRow
+from hybrid_memory._filters import kind_of, metadata_rows
+from hybrid_memory._index.postings import tokens_sql
+from hybrid_memory._records import IndexRow
 
 _DOUBLE = struct.Struct("<d")
 _INT64 = struct.Struct("<q")
@@ -81,7 +81,7 @@ def _from_bits(bits: str) -> str:
 # updated bits]`` per row, row id ``base`` + position), ``meta`` (``[position, key, kind,
 # in_array, value, value is float bits]`` per metadata row), ``replaced`` (row ids to
 # delete first) and ``tokenise`` (also leave the batch's tokens in ``batch_tokens``, as
-# :func:`~hybrid_memory.postings.tokens_sql` reads them, for the postings).
+# :func:`~hybrid_memory._index.postings.tokens_sql` reads them, for the postings).
 BATCH_SCHEMA = f"""
 CREATE TEMP TABLE IF NOT EXISTS pow2 (p2_exponent INTEGER PRIMARY KEY, p2_value REAL NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS batch_tokens (tokens TEXT NOT NULL);
@@ -189,7 +189,7 @@ def write_batch(
     conn: sqlite3.Connection, batch: Batch, started: threading.Event | None = None
 ) -> str | None:
     """The rows of ``batch`` into every table, inside the caller's transaction; with
-    ``batch.tokenise``, returns their tokens (as :func:`~hybrid_memory.postings.tokens_sql`
+    ``batch.tokenise``, returns their tokens (as :func:`~hybrid_memory._index.postings.tokens_sql`
     gives them) for the in-memory postings.
 
     The batch statement tokenises and groups the tokens itself: every statement ends by
@@ -252,7 +252,7 @@ def write_rows(conn: sqlite3.Connection, batch: Batch) -> None:
 
 def take_new_tokens(conn: sqlite3.Connection) -> str:
     """The tokens of the rows in the scratch table ``new_texts``
-    (:func:`~hybrid_memory.postings.tokens_sql`), which is left empty."""
+    (:func:`~hybrid_memory._index.postings.tokens_sql`), which is left empty."""
     try:
         tokens: str = conn.execute(tokens_sql("temp.new_terms")).fetchone()[0]
     finally:

@@ -2,7 +2,7 @@
 matched, how many of them each carries, and when it was made.
 
 Without a filter (or with the filter already resolved to row ids) the answers come from
-each tag's carrying rows held in memory (:class:`~hybrid_memory.carriers.TagCarriers`),
+each tag's carrying rows held in memory (:class:`~hybrid_memory._index.carriers.TagCarriers`),
 read once and kept in step with writes; with a filter, from SQL.
 """
 
@@ -17,11 +17,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hybrid_memory.carriers import TagCarriers
-from hybrid_memory.filters import Node, to_sql
-from hybrid_memory.index_reads import MemoryIds, chunks, row_test
-from hybrid_memory.index_writes import Batch
-from hybrid_memory.postings import IntArray
+from hybrid_memory._filters import Node, to_sql
+from hybrid_memory._index.carriers import TagCarriers
+from hybrid_memory._index.postings import IntArray
+from hybrid_memory._index.reads import MemoryIds, chunks, row_test
+from hybrid_memory._index.writes import Batch
 
 
 class TagMatch(NamedTuple):
@@ -57,7 +57,7 @@ class TagIndex:
         among: Sequence[str] | None,
         within: IntArray | None,
     ) -> list[TagMatch]:
-        """:meth:`~hybrid_memory.keyword.KeywordIndex.tag_carriers`."""
+        """:meth:`~hybrid_memory._index.index.KeywordIndex.tag_carriers`."""
         if among is not None:
             ids = list(dict.fromkeys(among))
             if where is None or within is not None:
@@ -188,7 +188,7 @@ class TagIndex:
         SQLite starts from the given rows (CROSS JOIN fixes the join order) and looks
         each (row, tag) pair up in an index, instead of scanning every carrier of a
         common tag. ``where`` is checked here, in Python, on those few carriers: its SQL
-        form (:func:`~hybrid_memory.filters.to_sql`) has SQLite first collect every
+        form (:func:`~hybrid_memory._filters.to_sql`) has SQLite first collect every
         memory passing the filter, a cost that grows with the store."""
         tag_marks = ", ".join("?" * len(tags))
         passes = row_test(where)

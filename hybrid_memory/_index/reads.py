@@ -1,6 +1,6 @@
 """Reading the derived index's rows: counts, filters, pages, lookups by id or hash.
 
-Every method runs under the caller's lock (:class:`~hybrid_memory.keyword.KeywordIndex`
+Every method runs under the caller's lock (:class:`~hybrid_memory._index.index.KeywordIndex`
 takes it), on the index's one connection.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.filters import RESERVED_FIELDS, TAGS_FIELD, Node, fields_of, matches, to_sql
-from hybrid_memory.index_writes import IndexRow
-from hybrid_memory.postings import IntArray
+from hybrid_memory._filters import RESERVED_FIELDS, TAGS_FIELD, Node, fields_of, matches, to_sql
+from hybrid_memory._index.postings import IntArray
+from hybrid_memory._index.writes import IndexRow
 
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 _KEPT_COUNTS = 256  # filtered counts kept between writes
@@ -32,7 +32,7 @@ def chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
 def row_test(where: Node) -> Callable[[str, str, float, float], bool]:
     """``where`` as a test of a ``memories`` row: its metadata and tags columns (JSON
     text), creation and update times. The columns the filter does not test are not
-    decoded. :func:`~hybrid_memory.filters.matches` is held to the same results as the
+    decoded. :func:`~hybrid_memory._filters.matches` is held to the same results as the
     filter's SQL and Chroma forms by the filters' parity tests."""
     fields = fields_of(where)
     with_tags, with_metadata = TAGS_FIELD in fields, bool(fields - RESERVED_FIELDS)
@@ -111,7 +111,7 @@ class MemoryIds:
 
 class IndexReads:
     """Queries over the ``memories`` table and its metadata, filtered by a parsed filter
-    (:func:`~hybrid_memory.filters.to_sql`)."""
+    (:func:`~hybrid_memory._filters.to_sql`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn

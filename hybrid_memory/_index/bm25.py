@@ -2,10 +2,10 @@
 ranking over in-memory postings kept in step with the SQLite tables.
 
 FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009) and stems
-with Porter by default. Ranking itself runs over :class:`~hybrid_memory.postings.Postings`,
+with Porter by default. Ranking itself runs over :class:`~hybrid_memory._index.postings.Postings`,
 numpy arrays built from FTS5's own tokens on the first search and kept in step with
 every write (and with other connections' writes, see
-:class:`~hybrid_memory.keyword.KeywordIndex`): the same BM25 scores without
+:class:`~hybrid_memory._index.index.KeywordIndex`): the same BM25 scores without
 a ``bm25()`` call per matching row. Query words that FTS5 reads as phrases (several
 tokens, as with the trigram tokenizer) are ranked by FTS5 itself.
 """
@@ -19,11 +19,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from hybrid_memory.filters import Node, to_sql
-from hybrid_memory.index_file import IndexDamaged
-from hybrid_memory.index_reads import IndexReads, MemoryIds
-from hybrid_memory.index_writes import Batch, fts_text, take_new_tokens
-from hybrid_memory.postings import (
+from hybrid_memory._filters import Node, to_sql
+from hybrid_memory._index.file import IndexDamaged
+from hybrid_memory._index.postings import (
     FloatArray,
     IntArray,
     Postings,
@@ -31,6 +29,8 @@ from hybrid_memory.postings import (
     parse_tokens,
     tokens_sql,
 )
+from hybrid_memory._index.reads import IndexReads, MemoryIds
+from hybrid_memory._index.writes import Batch, fts_text, take_new_tokens
 
 _KEPT_WORDS = 50_000  # query words whose FTS5 terms are remembered
 
@@ -118,7 +118,7 @@ class KeywordSearch:
         max_df: float,
         total: Callable[[], int],
     ) -> list[tuple[str, float]]:
-        """:meth:`~hybrid_memory.keyword.KeywordIndex.search`; ``total``: how many
+        """:meth:`~hybrid_memory._index.index.KeywordIndex.search`; ``total``: how many
         memories the index holds, asked for only when ``max_df`` needs it."""
         words = query_words(text, drop_stopwords=drop_stopwords)
         if max_df < 1.0 and len(words) > 1:

@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory.errors import EmbeddingError
+from hybrid_memory._errors import EmbeddingError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 #: The distribution the core install depends on for the files. Chosen because it is the

@@ -2,15 +2,15 @@
 the keyword and tag legs filter with.
 
 Derived state (docs/architecture.md, "The one rule of state"): every row here can be
-rebuilt from the Chroma collection, and :class:`~hybrid_memory.memory.HybridMemory`
+rebuilt from the Chroma collection, and :class:`~hybrid_memory._memory.HybridMemory`
 checks it against the collection on open. :class:`KeywordIndex` is the front the store
 uses; the work is done by its parts:
 
-- :mod:`~hybrid_memory.index_file`: the SQLite file, schema, damage, checkpoints;
-- :mod:`~hybrid_memory.index_writes`: one batch of rows as one statement;
-- :mod:`~hybrid_memory.index_reads`: counts, filters, pages, lookups;
-- :mod:`~hybrid_memory.keyword_search` (over :mod:`~hybrid_memory.postings`): BM25;
-- :mod:`~hybrid_memory.tag_index` (over :mod:`~hybrid_memory.carriers`): tag matches.
+- :mod:`~hybrid_memory._index.file`: the SQLite file, schema, damage, checkpoints;
+- :mod:`~hybrid_memory._index.writes`: one batch of rows as one statement;
+- :mod:`~hybrid_memory._index.reads`: counts, filters, pages, lookups;
+- :mod:`~hybrid_memory._index.bm25` (over :mod:`~hybrid_memory._index.postings`): BM25;
+- :mod:`~hybrid_memory._index.tags` (over :mod:`~hybrid_memory._index.carriers`): tag matches.
 
 The front holds the one lock, runs each write as one transaction, and keeps the
 in-memory parts (postings, tag carriers, remembered counts and ids) in step with every
@@ -24,10 +24,13 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import wait
 
-from hybrid_memory.filters import Node
-from hybrid_memory.index_file import IndexFile, is_damage
-from hybrid_memory.index_reads import IndexReads, MemoryIds, rowids_of
-from hybrid_memory.index_writes import (
+from hybrid_memory._filters import Node
+from hybrid_memory._index.bm25 import KeywordSearch
+from hybrid_memory._index.file import IndexFile
+from hybrid_memory._index.postings import IntArray
+from hybrid_memory._index.reads import IndexReads, MemoryIds, rowids_of
+from hybrid_memory._index.tags import TagIndex, TagMatch
+from hybrid_memory._index.writes import (
     Batch,
     IndexRow,
     batch_json,
@@ -35,18 +38,6 @@ from hybrid_memory.index_writes import (
     next_rowid,
     write_batch,
 )
-from hybrid_memory.keyword_search import KeywordSearch, query_words
-from hybrid_memory.postings import IntArray
-from hybrid_memory.tag_index import TagIndex, TagMatch, tag_order
-
-__all__ = [
-    "IndexRow",
-    "KeywordIndex",
-    "TagMatch",
-    "is_damage",
-    "query_words",
-    "tag_order",
-]
 
 
 class KeywordIndex:
