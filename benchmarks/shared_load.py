@@ -169,13 +169,14 @@ class Worker:
             try:
                 if rng.random() < 1 / 3:
                     count = 3 if rng.random() < 0.1 else 1
-                    items = []
+                    items: list[dict[str, Any]] = []
+                    tokens: list[str] = []
                     for _ in range(count):
-                        token = f"zq{self.process}x{thread}x{serial}"
+                        tokens.append(f"zq{self.process}x{thread}x{serial}")
                         words = " ".join(rng.choices(VOCABULARY, k=rng.randint(5, 9)))
                         items.append(
                             {
-                                "text": f"{words} {token}",
+                                "text": f"{words} {tokens[-1]}",
                                 "tags": rng.sample(TAGS, rng.randint(0, 2)),
                                 "metadata": {"owner": owner, "seq": serial},
                             }
@@ -183,24 +184,15 @@ class Worker:
                         serial += 1
                     started = time.perf_counter()
                     if count == 1:
-                        ids = [
-                            self.memory.add(
-                                items[0]["text"],
-                                tags=items[0]["tags"],
-                                metadata=items[0]["metadata"],
-                            )
-                        ]
+                        ids = [self.memory.add(**items[0])]
                     else:
                         ids = self.memory.add_many(items)
                     elapsed = time.perf_counter() - started
-                    self._acknowledge(
-                        [
-                            (i, it["text"], it["text"].rsplit(" ", 1)[1])
-                            for i, it in zip(ids, items, strict=True)
-                        ],
-                        elapsed,
-                        count > 1,
-                    )
+                    acknowledged = [
+                        (memory_id, item["text"], token)
+                        for memory_id, item, token in zip(ids, items, tokens, strict=True)
+                    ]
+                    self._acknowledge(acknowledged, elapsed, count > 1)
                 else:
                     self._search(rng, owner)
             except Exception as error:  # every exception is counted, by type
@@ -448,7 +440,7 @@ def chroma_server(directory: Path) -> Iterator[str]:
         log.close()
 
 
-def _percentile(values: Sequence[float], q: float) -> float | None:
+def _percentile(values: Sequence[float], q: int) -> float | None:
     if not values:
         return None
     if len(values) == 1:
