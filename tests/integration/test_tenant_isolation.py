@@ -326,8 +326,10 @@ def test_metadata_scope_holds_beside_a_tenant_with_many_memories() -> None:
         for tenant in TENANTS[1:]:
             world.add(tenant, rng.randint(10, 30))
         for _ in range(40):
-            tenant = rng.choice(["acme", *TENANTS[1:]])
+            tenant = "acme" if rng.random() < 0.5 else rng.choice(TENANTS[1:])
             where = scoped_filter(rng, tenant)
+            if tenant == "acme" and rng.random() < 0.5:
+                where = tenant_condition(rng, tenant)  # all of them: the broad path at BIG
             result = memory.search(world.query(), k=rng.randint(10, 100), filter=where)
             check_hits([(h.id, h.metadata.get("tenant")) for h in result], world, tenant, where)
             result = memory.related(rng.choice(sorted(world.recs)), k=50, filter=where)
