@@ -282,7 +282,7 @@ def run_rounds(world: World, rounds: int, *, deletes: bool = True) -> Counter[st
             for memory_id in rng.sample(sorted(doomed), min(3, len(doomed))):
                 with pytest.raises(MemoryNotFoundError):
                     memory.get(memory_id)
-            world.add(tenant, rng.randint(1, 8))  # keep the tenant populated
+            world.add(tenant, len(doomed) + rng.randint(1, 5))  # keep the tenant populated
             tally["delete"] += 1
             tally["deleted"] += len(doomed)
     return tally
