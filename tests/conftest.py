@@ -204,6 +204,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "fault: fault injection (kill -9, damaged files, a server restarted); a short form "
         "runs by default, HYBRID_MEMORY_FAULT_ROUNDS=20 runs the long one",
     )
+    config.addinivalue_line(
+        "markers",
+        "load: processes x threads on one Chroma server (benchmarks/shared_load.py); a short "
+        "form runs by default, HYBRID_MEMORY_LOAD_SECONDS=60 runs a longer one",
+    )
 
 
 class ChromaServer:
