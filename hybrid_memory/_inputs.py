@@ -137,7 +137,7 @@ def new_memory(item: Any, prefix: str, settings: HybridMemorySettings) -> NewMem
     metadata = valid_metadata(item.get("metadata"), f"{prefix}metadata")
     created = item.get("created_at")
     created_at = None if created is None else to_timestamp(created, field=f"{prefix}created_at")
-    return NewMemory(memory_id, text, tags, metadata, created_at, content_hash(text))
+    return NewMemory(memory_id, text, tags, metadata, created_at, content_hash(text, metadata))
 
 
 def valid_k(k: Any, max_k: int) -> int:

@@ -174,8 +174,9 @@ class HybridMemory:
     ) -> str:
         """Store one memory and return its id.
 
-        Without an ``id``, a memory whose exact text is already stored is not stored
-        again: its existing id is returned (``allow_duplicates=True`` stores a copy).
+        Without an ``id``, a memory whose exact text is already stored with the same
+        metadata is not stored again: its existing id is returned
+        (``allow_duplicates=True`` stores a copy).
         With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
         """
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)

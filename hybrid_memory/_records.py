@@ -54,9 +54,17 @@ class IndexRow:
     updated_at: float = 0.0
 
 
-def content_hash(text: str) -> str:
-    """The key of exact-duplicate detection: derived from the text, kept in the index only."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+_METADATA_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
+def content_hash(text: str, metadata: Mapping[str, Any]) -> str:
+    """The key of exact-duplicate detection, kept in the index only: the text and the
+    caller's metadata. Two memories are duplicates only with the same metadata too, so
+    the same text stored for two users (``{"user": ...}``) or tenants is two memories,
+    and an add never hands back another scope's memory. Without metadata, the text's
+    hash alone."""
+    key = text if not metadata else f"{text}\x00{_METADATA_JSON(metadata)}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def chroma_metadata(row: IndexRow, replacing: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -83,7 +91,7 @@ def row_from_chroma(
     created = float(meta.pop(CREATED_KEY, 0.0) or 0.0)
     updated = float(meta.pop(UPDATED_KEY, created) or created)
     user = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}
-    return IndexRow(memory_id, text, tags, user, content_hash(text), created, updated)
+    return IndexRow(memory_id, text, tags, user, content_hash(text, user), created, updated)
 
 
 def rows_from_chroma(got: Mapping[str, Any]) -> list[IndexRow]:

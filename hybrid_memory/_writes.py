@@ -190,12 +190,13 @@ class Writer:
                 self._collection.check_dimension(vector)
             else:
                 vector = np.asarray([stored_vector], dtype=np.float32)
+            metadata_after = old.metadata if metadata is None else metadata
             row = IndexRow(
                 memory_id,
                 final_text,
                 old.tags if tags is None else tags,
-                old.metadata if metadata is None else metadata,
-                content_hash(final_text),
+                metadata_after,
+                content_hash(final_text, metadata_after),
                 old.created_at or now_timestamp(),
                 max(now_timestamp(), old.updated_at),
             )

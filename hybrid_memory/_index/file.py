@@ -27,7 +27,7 @@ log = logging.getLogger("hybrid_memory")
 
 # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
 # never reused (an updated memory gets a new one), so in-memory postings stay exact.
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"  # 5: the content hash covers the metadata
 _MMAP_BYTES = 1 << 30
 # Rows the writes changed since the last checkpoint of a file index's write-ahead log
 # before a write's commit queues the next one. Counted inside writes only (sqlite3's

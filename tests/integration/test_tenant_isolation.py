@@ -123,7 +123,7 @@ class World:
 
     def new_item(self, tenant: Any) -> dict[str, Any]:
         rng = self.rng
-        while True:  # exact duplicates are deduplicated store-wide: see the xfail below
+        while True:  # exact duplicates (same text and metadata) are one memory
             text = " ".join(rng.choices(WORDS, k=rng.randint(3, 8)))
             if text not in self._texts:
                 self._texts.add(text)
@@ -343,15 +343,6 @@ def test_metadata_scope_holds_beside_a_tenant_with_many_memories() -> None:
             assert memory.count({"tenant": tenant}) == len(world.of({"tenant": tenant}))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="content dedup spans the whole store: add() without an id of a text that "
-    "another tenant already stored returns that tenant's memory id and stores nothing "
-    "(the caller learns the other tenant's id and that it stored this exact text; its "
-    "own memory is missing from its scope). The MCP server and the LangGraph store key "
-    "ids by namespace and are not affected; engine users pass allow_duplicates=True "
-    "or their own per-tenant ids.",
-)
 def test_the_same_text_from_two_tenants_is_two_memories() -> None:
     with store() as memory:
         mine = memory.add("I take my coffee black", metadata={"tenant": "acme"})
@@ -359,6 +350,10 @@ def test_the_same_text_from_two_tenants_is_two_memories() -> None:
         assert theirs != mine
         assert memory.count({"tenant": "globex"}) == 1
         assert memory.get(theirs).metadata["tenant"] == "globex"
+        assert memory.get(mine).metadata["tenant"] == "acme"
+        # within one scope, an exact duplicate is still one memory
+        assert memory.add("I take my coffee black", metadata={"tenant": "globex"}) == theirs
+        assert memory.count() == 2
 
 
 def test_the_same_text_from_two_tenants_with_allow_duplicates_or_own_ids() -> None:

@@ -114,8 +114,8 @@ class StoreResult(BaseModel):
 
     id: str = Field(description="The memory's id (the existing one when duplicate).")
     duplicate: bool = Field(
-        description="True when this exact text was already stored (no id given): nothing new "
-        "was written and id is the existing memory's."
+        description="True when this exact text was already stored with the same metadata "
+        "(no id given): nothing new was written and id is the existing memory's."
     )
     replaced: bool = Field(description="True when upsert replaced a memory with this id.")
 
@@ -312,8 +312,9 @@ def create_server(
     ) -> StoreResult:
         """Store one memory (a fact, preference or event worth recalling later).
 
-        Returns its id. Storing a text that is already stored, without an id, returns
-        the existing memory's id with duplicate=true and writes nothing.
+        Returns its id. Storing a text that is already stored with the same metadata,
+        without an id, returns the existing memory's id with duplicate=true and writes
+        nothing.
         """
         with _library_errors():
             meta = scope.metadata(metadata)
@@ -323,8 +324,8 @@ def create_server(
                 new_id = memory.add(text, id=stored, tags=tags, metadata=meta, upsert=upsert)
                 return StoreResult(id=scope.public_id(new_id), duplicate=False, replaced=replaced)
             if scope.namespace is not None:
-                # The library's dedup by text spans the store; within a namespace it is
-                # done by id instead: the same text always gets the same id here.
+                # Within a namespace, dedup is by id: the same text always gets the same
+                # id here, whatever its metadata.
                 digest = hashlib.sha256(f"{scope.namespace}\0{text}".encode()).hexdigest()
                 stored = scope.stored_id(digest[:32])
                 if exists(stored):
