@@ -28,7 +28,8 @@ log = logging.getLogger("hybrid_memory")
 # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
 # never reused (an updated memory gets a new one), so in-memory postings stay exact.
 SCHEMA_VERSION = "5"  # 5: the content hash covers the metadata
-_MMAP_BYTES = 1 << 30
+# SQLite page cache of the index connection, in KiB (a negative cache_size).
+_CACHE_KIB = 64 * 1024
 # Rows the writes changed since the last checkpoint of a file index's write-ahead log
 # before a write's commit queues the next one. Counted inside writes only (sqlite3's
 # total_changes also counts the temporary tables searches fill: counted whole, a search
@@ -277,9 +278,11 @@ class IndexFile:
             return
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
-        # Filters and id lookups jump around the tables: read them through the page
-        # cache of the OS instead of SQLite's small one.
-        self.conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+        # Filters and id lookups jump around the tables: a page cache larger than
+        # SQLite's default 2 MiB keeps them in memory. Not mmap: a process reading a
+        # memory-mapped file that another process truncates dies of SIGBUS, and the
+        # index is a file other processes may rebuild.
+        self.conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         # SQLite's own checkpoint runs inside the COMMIT that fills the log past 1,000
         # pages, on the writer's thread: the index queues its own instead (:meth:`committed`).
         self.conn.execute("PRAGMA wal_autocheckpoint=0")

@@ -256,12 +256,6 @@ def _damage(index: Path, how: str, rng: random.Random) -> None:
         index.write_bytes(data[:middle] + rng.randbytes(4096) + data[middle + 4096 :])
 
 
-@pytest.mark.xfail(
-    reason="the index is read through mmap (PRAGMA mmap_size in _index/file.py): a process "
-    "that has it open dies of SIGBUS when another truncates the file under it; needs "
-    "mmap off, a performance decision left to the owners of the index",
-    strict=False,
-)
 def test_index_damaged_while_another_process_has_the_store_open(tmp_path: Path) -> None:
     rng = random.Random(7)
     store_path = tmp_path / "store"
