@@ -80,7 +80,7 @@ class IndexSync:
         if since < interval:
             return
         if interval == 0 or since >= 2 * interval:
-            self._sync_or_repair()
+            self.rebuilding_on_damage(self.sync)
         elif self._checking.acquire(blocking=False):
             # The interval counts from the check's start, finished or not; a check
             # that fails or cannot tell gives the time back: the next call asks again.
@@ -103,7 +103,7 @@ class IndexSync:
                 if self.last_check == started:
                     self.last_check = previous
             elif behind:
-                self._sync_or_repair()
+                self.rebuilding_on_damage(self.sync)
         except Exception:
             # Chroma unreachable, say: the next call starts another check, and once no
             # check succeeded for two intervals, calls check themselves and raise.
@@ -111,14 +111,6 @@ class IndexSync:
                 self.last_check = previous
         finally:
             self._checking.release()
-
-    def _sync_or_repair(self) -> None:
-        try:
-            self.sync()
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise StoreError(f"the keyword index failed: {exc}") from exc
-            self.repair(exc)
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -162,11 +154,12 @@ class IndexSync:
             self.sync(reconcile=True)
             self._tags.invalidate()
 
-    def after_collection_write(self, write: Callable[[], object]) -> None:
-        """An index write that follows a collection write: on damage, the rebuild from the
-        collection (which holds the write) stands in for it."""
+    def rebuilding_on_damage(self, work: Callable[[], object]) -> None:
+        """Index work whose result a rebuild from the collection gives too (a sync, or an
+        index write after the collection took the write): on damage, the rebuild stands
+        in for it."""
         try:
-            write()
+            work()
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise StoreError(f"the keyword index failed: {exc}") from exc

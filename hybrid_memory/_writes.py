@@ -208,7 +208,7 @@ class Writer:
                     documents=[final_text],
                     metadatas=[chroma_metadata(row, stored_metadata)],
                 )
-                self._sync.after_collection_write(lambda: self._index.upsert([row]))
+                self._sync.rebuilding_on_damage(lambda: self._index.upsert([row]))
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return row
 
@@ -243,7 +243,7 @@ class Writer:
         unique = list(dict.fromkeys(ids))
         with self._sync.writing():
             self._collection.call("delete", ids=unique)
-            self._sync.after_collection_write(lambda: self._index.delete(unique))
+            self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
         self._tags.invalidate()
         return len(unique)
 
