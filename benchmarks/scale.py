@@ -831,21 +831,30 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
 # --- the default embedding model (--model) --------------------------------------------
 
 
-def run_model_worker(workdir: Path, batch_size: int | None) -> dict[str, Any]:
+def run_model_worker(
+    workdir: Path, batch_size: int | None, backend: str = "onnxruntime"
+) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from hybrid_memory._embeddings import MiniLMEmbedder
+    from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
     from hybrid_memory._settings import HybridMemorySettings
 
     settings = HybridMemorySettings()
     batch = batch_size or settings.embedding_batch_size
-    models: dict[int, MiniLMEmbedder] = {}
+    models: dict[int, MiniLMEmbedder | SentenceTransformerEmbedder] = {}
+
+    def new_model(size: int) -> MiniLMEmbedder | SentenceTransformerEmbedder:
+        if backend == "sentence-transformers":  # the backend before onnxruntime, same files
+            return SentenceTransformerEmbedder(batch_size=size)
+        return MiniLMEmbedder(size, settings.cache_dir)
+
     data, matrix, keys = load_prepared(workdir, peer=False)
     texts = [m["text"] for m in data["store"][:1024]]
 
     def encode(batch_texts: list[str], size: int = batch) -> np.ndarray:
         # One embedder per batch size (they share the cached graph), as the store runs it.
-        model = models.setdefault(size, MiniLMEmbedder(size, settings.cache_dir))
-        return model.embed_matrix(batch_texts)
+        if size not in models:
+            models[size] = new_model(size)
+        return models[size].embed_matrix(batch_texts)
 
     load_start = round(os.getloadavg()[0], 2)
     encode(texts[:batch])  # warm-up (loads the model)
@@ -860,7 +869,7 @@ def run_model_worker(workdir: Path, batch_size: int | None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "model": settings.embedding_model,
         "device": "cpu",
-        "backend": "onnxruntime",
+        "backend": backend,
         "batch_size": batch,
         "texts": len(texts),
         "mean_chars": round(statistics.fmean(len(t) for t in texts)),
@@ -1294,6 +1303,14 @@ def main(argv: list[str] | None = None) -> int:
         help="batch size for --model (default: the store's setting)",
     )
     parser.add_argument(
+        "--model-backend",
+        choices=("onnxruntime", "sentence-transformers"),
+        default="onnxruntime",
+        help="what runs the default model for --model: onnxruntime (the default backend) "
+        "or sentence-transformers (the backend before it; needs that extra), to compare "
+        "them on the same texts",
+    )
+    parser.add_argument(
         "--systems",
         nargs="+",
         choices=list(LABELS),
@@ -1327,7 +1344,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.worker:
         if args.worker == MODEL:
-            result = run_model_worker(args.workdir, args.model_batch_size)
+            result = run_model_worker(args.workdir, args.model_batch_size, args.model_backend)
         else:
             result = run_worker(args.worker, args.workdir, args.adds)
         args.out.write_text(json.dumps(result), encoding="utf-8")
@@ -1411,6 +1428,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (args.model_batch_size)
                 else []
             )
+            extra += ["--model-backend", args.model_backend]
             report["model"] = _child(
                 ["--worker", MODEL, "--workdir", str(last_workdir), *extra], args.timeout
             )

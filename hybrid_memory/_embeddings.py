@@ -107,9 +107,15 @@ class MiniLMEmbedder(_BatchingEmbedder):
     L2-normalised, 256 tokens at most); the recorded name is the same as theirs.
     """
 
-    def __init__(self, batch_size: int = 32, cache_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        batch_size: int = 32,
+        cache_dir: str | None = None,
+        model_files: str | None = None,
+    ) -> None:
         super().__init__(DEFAULT_MODEL_RECORD, batch_size)
         self.cache_dir = cache_dir
+        self.model_files = model_files
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -123,7 +129,7 @@ class MiniLMEmbedder(_BatchingEmbedder):
                 from hybrid_memory._minilm import MiniLM, find_model_files
 
                 cache = Path(self.cache_dir).expanduser() if self.cache_dir else None
-                self._model = MiniLM(find_model_files(), cache)
+                self._model = MiniLM(find_model_files(self.model_files), cache)
             return self._model
 
     def embed_matrix(self, texts: list[str]) -> Matrix:
@@ -139,10 +145,16 @@ class MiniLMEmbedder(_BatchingEmbedder):
 class SentenceTransformerEmbedder(_BatchingEmbedder):
     """A sentence-transformers model, loaded on first use, vectors L2-normalised."""
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        batch_size: int = 32,
+        model_files: str | None = None,
+    ) -> None:
         short = model.removeprefix("sentence-transformers/")
         super().__init__(f"sentence-transformers/{short}", batch_size)
         self.model_name = short
+        self.model_files = model_files  # the default model's files, when named outright
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -164,7 +176,7 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
                 from hybrid_memory._minilm import find_model_files
 
                 try:
-                    location = str(find_model_files().directory)
+                    location = str(find_model_files(self.model_files).directory)
                 except EmbeddingError:
                     location = self.name  # may download: fine online, explained below if not
             try:
@@ -288,8 +300,8 @@ def resolve_embedding(
             model == DEFAULT_EMBEDDING_MODEL
             and settings.embedding_backend != "sentence-transformers"
         ):
-            return MiniLMEmbedder(batch, settings.cache_dir)
-        return SentenceTransformerEmbedder(model, batch)
+            return MiniLMEmbedder(batch, settings.cache_dir, settings.embedding_model_files)
+        return SentenceTransformerEmbedder(model, batch, settings.embedding_model_files)
     if isinstance(embedding, _BatchingEmbedder):
         return embedding
     label = name or _model_name(embedding)

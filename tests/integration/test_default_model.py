@@ -154,6 +154,46 @@ def test_missing_weights_say_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
         MiniLMEmbedder().embed_matrix(["x"])
 
 
+def test_model_files_setting_names_the_folder(tmp_path: Path) -> None:
+    # Your own copy of the published files, instead of the weights package.
+    real = find_model_files()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (tmp_path / "mirror").mkdir(exist_ok=True)
+        shutil.copy(real.directory / name, tmp_path / "mirror" / name)
+    memory = HybridMemory(embedding_model_files=str(tmp_path / "mirror"))
+    assert memory.embedder.model_files == str(tmp_path / "mirror")
+    ours = memory.embedder.embed_matrix(["a mirror of the model"])
+    reference = MiniLMEmbedder().embed_matrix(["a mirror of the model"])
+    assert np.allclose(ours, reference, atol=1e-6)
+
+
+def test_model_files_setting_missing_a_file_names_it(tmp_path: Path) -> None:
+    shutil.copy(find_model_files().tokenizer, tmp_path / "tokenizer.json")
+    embedder = MiniLMEmbedder(model_files=str(tmp_path))
+    with pytest.raises(
+        EmbeddingError, match=r"HYBRID_MEMORY_EMBEDDING_MODEL_FILES.*no model.safetensors"
+    ):
+        embedder.embed_matrix(["x"])
+
+
+def test_a_hugging_face_snapshot_serves_when_no_package_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = find_model_files()
+    snapshot = (
+        tmp_path / "hub" / "models--sentence-transformers--all-MiniLM-L6-v2" / "snapshots" / "c0"
+    )
+    snapshot.mkdir(parents=True)
+    for name in ("model.safetensors", "tokenizer.json"):
+        (snapshot / name).symlink_to(real.directory / name)  # as the hub cache links blobs
+    monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert find_model_files().directory == snapshot
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(EmbeddingError, match="HYBRID_MEMORY_EMBEDDING_MODEL_FILES"):
+        find_model_files()
+
+
 def test_backend_setting_is_checked() -> None:
     with pytest.raises(InvalidInputError, match="HYBRID_MEMORY_EMBEDDING_BACKEND"):
         HybridMemory(embedding_backend="torch")
