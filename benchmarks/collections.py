@@ -17,8 +17,9 @@ Sources:
   same conversations measure the untagged conversational case (the tag leg idle).
 
 Only what this machine can read offline can be converted: run-time downloads fail here,
-so the files have to be present locally (no PyPI package found ships these collections'
-files; see the README's quality section).
+so the files have to be present locally: no package on PyPI, npm or Debian was found to
+ship a test collection's documents and judgments (``docs/collections.md`` lists what was
+looked at).
 
     python benchmarks/collections.py smart ~/src/cisi cisi
     python benchmarks/collections.py beir ~/src/scifact scifact
