@@ -5,6 +5,7 @@ builds it) when a peer's venv is not built."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,13 +13,15 @@ import pytest
 
 from hybrid_memory._embeddings import MiniLMEmbedder
 from hybrid_memory.cli import main
-from hybrid_memory.evaluation import PEERS, PeerRecord, format_report
+from hybrid_memory.evaluation import PEERS, PeerRecord, evaluate, format_report, load_dataset
 from hybrid_memory.evaluation.foreign import (
     FOREIGN_PEERS,
+    MANIFEST,
     ForeignPeer,
     foreign_peer,
     not_ready_reason,
 )
+from tests.conftest import HashEmbedding
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 
 pytestmark = pytest.mark.slow
@@ -160,3 +163,29 @@ def test_cli_says_which_peer_did_not_run_and_how_to_build_it(
             f"{name}: not run: no venv at {tmp_path / 'none' / name}; build it with: "
             f"hybrid-memory peers install {name}" in text
         )
+
+
+@pytest.mark.parametrize("name", list(FOREIGN_PEERS))
+def test_a_broken_venv_is_reported_as_failed_beside_the_other_figures(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A "venv" whose python is this one, which lacks the peer library: the real driver
+    # starts, cannot import it, answers an error; the run reports it and goes on.
+    folder = tmp_path / "venvs" / name
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").symlink_to(sys.executable)
+    (folder / MANIFEST).write_text("{}")
+    monkeypatch.setenv("HYBRID_MEMORY_PEER_VENVS", str(tmp_path / "venvs"))
+    dataset = tmp_path / "toy"
+    dataset.mkdir()
+    (dataset / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
+    (dataset / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
+    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
+    (dataset / "qrels.tsv").write_text("q\td\tg\n" + rows)
+
+    report = evaluate(load_dataset(dataset), embedding=HashEmbedding(), peers=True)
+    failed = report["peers"][name]["failed"]
+    assert failed.startswith(f"peer {name}: start failed: could not start: ModuleNotFoundError")
+    for other in PEERS:
+        assert set(report["peers"][other]) >= METRIC_KEYS
+    assert f"{name}: failed: peer {name}: start failed" in format_report(report)
