@@ -271,13 +271,19 @@ class ForeignPeer:
         python: str | os.PathLike[str],
         driver: str | os.PathLike[str],
         timeout: float = 900.0,
+        log_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        """Start ``python driver`` and wait for it to say it is ready. ``timeout``:
+        seconds to wait for any one answer; ``log_dir``: where the driver's stderr log
+        goes (default: the system's temporary directory)."""
         self.name = name
         self._embedding = embedding
         self._timeout = timeout
         self._buffer = bytearray()
         self._closed = False
-        handle, log = tempfile.mkstemp(prefix=f"hybrid-memory-peer-{_slug(name)}-", suffix=".log")
+        handle, log = tempfile.mkstemp(
+            prefix=f"hybrid-memory-peer-{_slug(name)}-", suffix=".log", dir=log_dir
+        )
         self.log_path = Path(log)
         self._log = os.fdopen(handle, "wb")
         env = {

@@ -45,8 +45,16 @@ def script(tmp_path: Path, body: str, name: str = "driver.py") -> Path:
     return path
 
 
-def start(path: Path, **kwargs: float) -> ForeignPeer:
-    return ForeignPeer("toy", CountingEmbedding(), python=sys.executable, driver=path, **kwargs)
+def start(path: Path, timeout: float = 900.0) -> ForeignPeer:
+    # The stderr log beside the script: a failing peer keeps its log, in tmp_path here.
+    return ForeignPeer(
+        "toy",
+        CountingEmbedding(),
+        python=sys.executable,
+        driver=path,
+        timeout=timeout,
+        log_dir=path.parent,
+    )
 
 
 READY = 'import json, sys\nprint(json.dumps({"ready": True, "library": "toy"}), flush=True)\n'
@@ -85,6 +93,7 @@ def test_a_driver_that_dies_mid_run_is_reported(tmp_path: Path) -> None:
         peer.search("a", 3)  # still dead, still said so
     peer.close()
     peer.close()
+    assert "giving up on add" in peer.log_path.read_text()  # a failed peer keeps its log
 
 
 def test_an_error_reply_raises_naming_the_peer_and_the_peer_stays_usable(
