@@ -5,6 +5,7 @@ builds it) when a peer's venv is not built."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,9 +184,15 @@ def test_a_broken_venv_is_reported_as_failed_beside_the_other_figures(
     rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
     (dataset / "qrels.tsv").write_text("q\td\tg\n" + rows)
 
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the driver's temporary store
     report = evaluate(load_dataset(dataset), embedding=HashEmbedding(), peers=True)
     failed = report["peers"][name]["failed"]
     assert failed.startswith(f"peer {name}: start failed: could not start: ModuleNotFoundError")
+    # The driver removed its temporary folder; its stderr log is kept, named in the message.
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("hybrid-memory-peer-")]
+    log = Path(re.search(r"\((/\S+\.log)\):", failed).group(1))  # type: ignore[union-attr]
+    assert "ModuleNotFoundError" in log.read_text()
+    log.unlink()
     for other in PEERS:
         assert set(report["peers"][other]) >= METRIC_KEYS
     assert f"{name}: failed: peer {name}: start failed" in format_report(report)

@@ -59,23 +59,24 @@ class Mem0Backend:
         # The default OpenAI embedder and LLM classes need a key to be built; neither is
         # called (the embedder is replaced below, infer=False never calls the LLM).
         os.environ.setdefault("OPENAI_API_KEY", "unused-by-the-evaluation")
-        # The peer library lives in this virtual environment only, not in hybrid-memory's
-        # (hence no static import: hybrid-memory's dependency check reads its sources).
-        mem0 = importlib.import_module("mem0")
-        embedding_base = importlib.import_module("mem0.embeddings.base").EmbeddingBase
         self.vectors = Vectors()
         vectors = self.vectors
-
-        class LookupEmbedding(embedding_base):  # type: ignore[misc, valid-type]
-            """The harness's all-MiniLM-L6-v2 vectors, by text."""
-
-            def embed(self, text: Any, memory_action: Any = None) -> list[float]:
-                return vectors.get(text)
-
-            def embed_batch(self, texts: Any, memory_action: Any = "add") -> list[list[float]]:
-                return [vectors.get(t) for t in texts]
-
         try:
+            # The peer library lives in this virtual environment only, not in
+            # hybrid-memory's (hence no static import: hybrid-memory's dependency check
+            # reads its sources).
+            mem0 = importlib.import_module("mem0")
+            embedding_base = importlib.import_module("mem0.embeddings.base").EmbeddingBase
+
+            class LookupEmbedding(embedding_base):  # type: ignore[misc, valid-type]
+                """The harness's all-MiniLM-L6-v2 vectors, by text."""
+
+                def embed(self, text: Any, memory_action: Any = None) -> list[float]:
+                    return vectors.get(text)
+
+                def embed_batch(self, texts: Any, memory_action: Any = "add") -> list[list[float]]:
+                    return [vectors.get(t) for t in texts]
+
             self.memory = mem0.Memory.from_config(
                 {
                     "vector_store": {
