@@ -2,16 +2,20 @@
 
     hybrid-memory eval DATASET_DIR [--k 10] [--json] [--set KEY=VALUE ...]
                        [--sweep KEY=v1,v2,... ...] [--grid] [--peers] [--limit N] [--quiet]
+    hybrid-memory peers install [mem0|mcp-memory-service ...]
+    hybrid-memory peers list
 
 ``eval`` runs the evaluation protocol of :mod:`hybrid_memory.evaluation` on a dataset folder
 (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``). ``--set`` overrides a setting
 (any field of ``HybridMemorySettings``; the value is parsed as JSON when it can be,
 so ``--set alpha=0.6``, ``--set alpha=null``, ``--set alpha_values=[0.5,0.7,0.8]``);
 ``--sweep`` evaluates each listed value of a setting in turn on one store (``--grid``:
-every combination of several sweeps); ``--peers`` adds LangChain's EnsembleRetriever
-and LlamaIndex's QueryFusionRetriever on the same data (extra ``bench``, which the
-README's setup command installs through ``dev``). Progress goes
-to stderr; the report (or, with ``--json``, one JSON object) to stdout.
+every combination of several sweeps); ``--peers`` adds LangChain's EnsembleRetriever,
+LlamaIndex's QueryFusionRetriever and plain RRF on the same data (extra ``bench``, which
+the README's setup command installs through ``dev``), and mem0 and mcp-memory-service,
+each from a virtual environment of its own that ``peers install`` builds (a peer whose
+venv is not built is reported as not run, with the command that builds it). Progress
+goes to stderr; the report (or, with ``--json``, one JSON object) to stdout.
 
 ``python -m hybrid_memory ...`` runs the same command.
 
@@ -47,7 +51,7 @@ KNOWN_PLUGINS = {
         "pip install hybrid-memory-mcp  (from a checkout: pip install -e integrations/mcp)",
     ),
 }
-_BUILTIN = frozenset({"eval"})
+_BUILTIN = frozenset({"eval", "peers"})
 
 
 def plugin_commands() -> dict[str, EntryPoint]:
@@ -97,14 +101,28 @@ def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
     run.add_argument(
         "--peers",
         action="store_true",
-        help="also run LangChain EnsembleRetriever and LlamaIndex QueryFusionRetriever "
-        "(extra 'bench': installed by the README's setup command; alone: "
-        "pip install 'hybrid-memory[bench]')",
+        help="also run LangChain EnsembleRetriever, LlamaIndex QueryFusionRetriever and "
+        "plain RRF (extra 'bench': installed by the README's setup command; alone: "
+        "pip install 'hybrid-memory[bench]'), and mem0 and mcp-memory-service from their "
+        "venvs (built by: hybrid-memory peers install)",
     )
     run.add_argument(
         "--limit", type=int, default=None, metavar="N", help="only the first N queries"
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    peers = commands.add_parser(
+        "peers",
+        help="build or list the venvs of the foreign evaluation peers (mem0, mcp-memory-service)",
+        description="mem0 and mcp-memory-service conflict with hybrid-memory's dependencies, "
+        "so 'eval --peers' runs each from a virtual environment of its own, built here "
+        "(in ~/.cache/hybrid-memory/peer-venvs, or $HYBRID_MEMORY_PEER_VENVS).",
+    )
+    actions = peers.add_subparsers(dest="action", required=True, metavar="ACTION")
+    install = actions.add_parser(
+        "install", help="(re)build peer venvs with their pinned versions (default: all)"
+    )
+    install.add_argument("names", nargs="*", metavar="NAME", help="mem0, mcp-memory-service")
+    actions.add_parser("list", help="each peer's venv: built or not, versions, time, size")
     return parser
 
 
@@ -138,6 +156,43 @@ def _eval(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, default=str))
     else:
         print(format_report(report))
+    return 0
+
+
+def _peers(args: argparse.Namespace) -> int:
+    # Loaded here, not at the top, like the harness.
+    from hybrid_memory.evaluation.foreign import (
+        FOREIGN_PEERS,
+        build_venv,
+        not_ready_reason,
+        read_manifest,
+        venv_dir,
+    )
+
+    if args.action == "list":
+        for name, spec in FOREIGN_PEERS.items():
+            reason = not_ready_reason(name)
+            manifest = read_manifest(name) or {}
+            if reason:
+                print(f"{name}: not built ({reason})")
+                continue
+            installed = ", ".join(f"{p} {v}" for p, v in manifest.get("installed", {}).items())
+            size = manifest.get("size_bytes", 0) / 2**20
+            print(
+                f"{name}: {venv_dir(name)}: {installed}; built {manifest.get('built_at')} "
+                f"in {manifest.get('build_seconds')} s, {size:.0f} MiB"
+            )
+            if spec.why_pinned:
+                print(f"  pinned: {spec.why_pinned}")
+        return 0
+    names = list(dict.fromkeys(args.names)) or list(FOREIGN_PEERS)
+    unknown = [n for n in names if n not in FOREIGN_PEERS]
+    if unknown:
+        raise InvalidInputError(
+            "NAME", f"unknown peer {unknown[0]!r}; choose from {', '.join(FOREIGN_PEERS)}"
+        )
+    for name in names:
+        build_venv(name, progress=lambda line: print(line, file=sys.stderr, flush=True))
     return 0
 
 
@@ -175,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "eval":
             return _eval(args)
+        if args.command == "peers":
+            return _peers(args)
     except InvalidInputError as exc:
         print(f"hybrid-memory {args.command}: error: {exc}", file=sys.stderr)
         return 2

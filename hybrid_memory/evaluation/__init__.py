@@ -19,14 +19,22 @@ or from the shell::
 
 Modules: ``datasets`` (reading a dataset folder), ``metrics`` (pure ranking metrics),
 ``runs`` (one system over a dataset), ``report`` (scores and the text report),
-``harness`` (the whole evaluation, sweeps included) and ``peers`` (LangChain,
+``harness`` (the whole evaluation, sweeps included), ``peers`` (LangChain,
 LlamaIndex and plain-RRF retrievers behind one interface; their frameworks are
-imported only when a peer is built).
+imported only when a peer is built) and ``foreign`` (mem0 and mcp-memory-service, each
+run from a virtual environment of its own by a driver in ``drivers/``, built by
+``hybrid-memory peers install``).
 """
 
 from __future__ import annotations
 
 from hybrid_memory.evaluation.datasets import Dataset, Document, Query, load_dataset
+from hybrid_memory.evaluation.foreign import (
+    FOREIGN_PEERS,
+    ForeignPeer,
+    ForeignPeerError,
+    foreign_peer,
+)
 from hybrid_memory.evaluation.harness import evaluate, parse_setting, parse_sweep
 from hybrid_memory.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from hybrid_memory.evaluation.peers import (
@@ -52,11 +60,14 @@ from hybrid_memory.evaluation.runs import (
 )
 
 __all__ = [
+    "FOREIGN_PEERS",
     "PEERS",
     "QUIET",
     "Dataset",
     "Document",
     "EmbeddingLike",
+    "ForeignPeer",
+    "ForeignPeerError",
     "Peer",
     "PeerRecord",
     "Progress",
@@ -64,6 +75,7 @@ __all__ = [
     "Run",
     "build_memory",
     "evaluate",
+    "foreign_peer",
     "format_report",
     "langchain_ensemble",
     "llama_index_fusion",

@@ -15,6 +15,12 @@ from typing import Any
 
 from hybrid_memory import HybridMemory, InvalidInputError
 from hybrid_memory.evaluation.datasets import Dataset
+from hybrid_memory.evaluation.foreign import (
+    FOREIGN_PEERS,
+    ForeignPeerError,
+    foreign_peer,
+    not_ready_reason,
+)
 from hybrid_memory.evaluation.peers import PEERS, EmbeddingLike, require_frameworks
 from hybrid_memory.evaluation.report import score_run
 from hybrid_memory.evaluation.runs import QUIET, Progress, build_memory, run_memory, run_peer
@@ -100,6 +106,25 @@ class _DocumentCache:
         return self._embedder.embed_query(text)
 
 
+def _foreign_run(
+    name: str, embedding: EmbeddingLike, dataset: Dataset, k: int, progress: Progress
+) -> dict[str, Any]:
+    """A foreign peer's figures; ``{"not_run": why}`` when its venv is not built,
+    ``{"failed": error}`` when its driver failed (the other systems' figures stand)."""
+    reason = not_ready_reason(name)
+    if reason:
+        progress.message(f"peer: {name}: not run: {reason}")
+        return {"not_run": reason}
+    progress.message(f"peer: {name}")
+    factory = foreign_peer(name)
+    try:
+        run = run_peer(factory, embedding, dataset, k=k, progress=progress)
+    except ForeignPeerError as exc:
+        progress.message(f"peer: {name}: failed: {exc}")
+        return {"failed": str(exc)}
+    return {**score_run(run, dataset, k=k), "driver": factory.info}
+
+
 def evaluate(
     dataset: Dataset,
     *,
@@ -116,7 +141,11 @@ def evaluate(
     Top-level keys are our default-or-``overrides`` run (``ndcg@10``, ``recall@5``,
     ``recall@10``, ``mrr@10``, ``p50_ms``, ``n_queries``, ``categories`` when queries
     carry ``metadata.category``), plus ``sweep`` (one entry per swept point, each with
-    its ``settings``) and ``peers`` (name → the same metrics) when asked for. The store
+    its ``settings``) and ``peers`` (name → the same metrics) when asked for. The
+    foreign peers (mem0, mcp-memory-service: :mod:`~hybrid_memory.evaluation.foreign`)
+    add ``driver`` (library, version, store, search settings); one whose venv is not
+    built is ``{"not_run": "no venv at ...; build it with: ..."}``, one whose driver
+    failed ``{"failed": "..."}``. The store
     is built once and reused through ``with_settings`` for every search-time point;
     a point that changes an ingest-time setting builds its own store.
     """
@@ -171,6 +200,8 @@ def evaluate(
                 progress.message(f"peer: {name}")
                 run = run_peer(factory, cached, dataset, k=k, progress=progress)
                 report["peers"][name] = score_run(run, dataset, k=k)
+            for name in FOREIGN_PEERS:
+                report["peers"][name] = _foreign_run(name, cached, dataset, k, progress)
     finally:
         memory.close()
     return report

@@ -76,6 +76,13 @@ def _figures(result: Mapping[str, Any], k: int) -> list[str]:
     return [f"{result[name]:.3f}" for name in metric_names(k)] + [f"{result['p50_ms']:.1f}"]
 
 
+def _driver_line(name: str, driver: Mapping[str, Any]) -> str:
+    """``mem0: mem0ai 2.2.1, chroma 1.5.9, <search settings>`` for a foreign peer."""
+    rest = [str(v) for key, v in driver.items() if key not in {"library", "version"}]
+    head = " ".join(str(driver[key]) for key in ("library", "version") if key in driver)
+    return f"{name}: " + ", ".join([head, *rest] if head else rest)
+
+
 def format_report(report: Mapping[str, Any]) -> str:
     """The human-readable report: a table of systems, a per-category table, sweeps."""
     k = int(report["k"])
@@ -94,8 +101,19 @@ def format_report(report: Mapping[str, Any]) -> str:
         "",
     ]
     systems: list[tuple[str, Mapping[str, Any]]] = [("hybrid-memory", report)]
-    systems += list(report.get("peers", {}).items())
+    # A peer that did not run (its venv is not built) or failed has no figures: it gets
+    # a line under the table saying why, never a silent gap.
+    absent: list[str] = []
+    for name, res in report.get("peers", {}).items():
+        if "not_run" in res:
+            absent.append(f"{name}: not run: {res['not_run']}")
+        elif "failed" in res:
+            absent.append(f"{name}: failed: {res['failed']}")
+        else:
+            systems.append((name, res))
     out.append(_table(header, [[name, *_figures(res, k)] for name, res in systems]))
+    out += [_driver_line(name, res["driver"]) for name, res in systems if res.get("driver")]
+    out += absent
     if "categories" in report:
         categories = list(report["categories"])
         cat_header = ["category", "n", *[f"{name} nDCG/R@{k}" for name, _ in systems]]

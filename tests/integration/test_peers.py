@@ -24,6 +24,7 @@ from hybrid_memory.evaluation import (
     plain_rrf,
     run_peer,
 )
+from hybrid_memory.evaluation.foreign import FOREIGN_PEERS
 from tests.conftest import HashEmbedding
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 
@@ -209,8 +210,11 @@ def test_semantic_match_with_the_default_model(
 
 @pytest.mark.slow
 def test_cli_prints_peers_beside_our_figures(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The foreign peers (their own venvs) are tested in test_foreign_peers.py: here none
+    # is built, so each is reported as not run.
+    monkeypatch.setenv("HYBRID_MEMORY_PEER_VENVS", str(tmp_path / "no-venvs"))
     folder = tmp_path / "toy"
     folder.mkdir()
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
@@ -220,8 +224,10 @@ def test_cli_prints_peers_beside_our_figures(
 
     assert main(["eval", str(folder), "--json", "--peers", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert list(report["peers"]) == list(PEERS)
-    for figures in report["peers"].values():
+    assert list(report["peers"]) == [*PEERS, *FOREIGN_PEERS]
+    for name in FOREIGN_PEERS:
+        assert set(report["peers"][name]) == {"not_run"}
+    for figures in (report["peers"][name] for name in PEERS):
         assert set(figures) >= METRIC_KEYS
         assert figures["n_queries"] == 4
         assert set(figures["categories"]) == {"1", "2"}
