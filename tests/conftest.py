@@ -152,6 +152,25 @@ def chroma_ids(path: Path, collection: str = "hybrid_memory") -> set[str]:
     return set(got["ids"])
 
 
+def write_collection(
+    folder: Path,
+    corpus: list[dict[str, Any]],
+    queries: list[dict[str, Any]],
+    qrels: dict[str, str],
+) -> Path:
+    """A collection in the shared evaluation format (``../shared/data/README.md``):
+    ``corpus.jsonl``, ``queries.jsonl`` and ``qrels.tsv`` with one relevant memory per
+    query, grade 1."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    rows = "".join(f"{q}\t{d}\t1\n" for q, d in qrels.items())
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return folder
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

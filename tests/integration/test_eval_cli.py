@@ -13,7 +13,7 @@ import pytest
 
 from hybrid_memory.cli import main
 from hybrid_memory.evaluation import evaluate, load_dataset
-from tests.conftest import SHARED_DATA, HashEmbedding
+from tests.conftest import SHARED_DATA, HashEmbedding, write_collection
 
 METRIC_KEYS = {"ndcg@10", "recall@5", "recall@10", "mrr@10", "p50_ms", "n_queries"}
 
@@ -85,13 +85,7 @@ QRELS = {"q1": "c1:1", "q2": "c2:1", "q3": "c1:2", "q4": "c2:2"}
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
-    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
-    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
-    return folder
+    return write_collection(tmp_path / "toy", CORPUS, QUERIES, QRELS)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

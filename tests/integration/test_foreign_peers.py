@@ -22,7 +22,7 @@ from hybrid_memory.evaluation.foreign import (
     foreign_peer,
     not_ready_reason,
 )
-from tests.conftest import HashEmbedding
+from tests.conftest import HashEmbedding, write_collection
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 
 pytestmark = pytest.mark.slow
@@ -117,12 +117,7 @@ def test_finds_the_obviously_relevant_record(
 def test_cli_runs_the_foreign_peers_beside_ours(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
-    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
-    (folder / "qrels.tsv").write_text("q\td\tg\n" + rows)
+    folder = write_collection(tmp_path / "toy", CORPUS, QUERIES, QRELS)
 
     assert main(["eval", str(folder), "--json", "--peers", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -143,12 +138,7 @@ def test_cli_says_which_peer_did_not_run_and_how_to_build_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HYBRID_MEMORY_PEER_VENVS", str(tmp_path / "none"))
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
-    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
-    (folder / "qrels.tsv").write_text("q\td\tg\n" + rows)
+    folder = write_collection(tmp_path / "toy", CORPUS, QUERIES, QRELS)
 
     assert main(["eval", str(folder), "--json", "--peers", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -177,12 +167,7 @@ def test_a_broken_venv_is_reported_as_failed_beside_the_other_figures(
     (folder / "bin" / "python").symlink_to(sys.executable)
     (folder / MANIFEST).write_text("{}")
     monkeypatch.setenv("HYBRID_MEMORY_PEER_VENVS", str(tmp_path / "venvs"))
-    dataset = tmp_path / "toy"
-    dataset.mkdir()
-    (dataset / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    (dataset / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
-    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
-    (dataset / "qrels.tsv").write_text("q\td\tg\n" + rows)
+    dataset = write_collection(tmp_path / "toy", CORPUS, QUERIES, QRELS)
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the driver's temporary store
     report = evaluate(load_dataset(dataset), embedding=HashEmbedding(), peers=True)

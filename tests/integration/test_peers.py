@@ -25,7 +25,7 @@ from hybrid_memory.evaluation import (
     run_peer,
 )
 from hybrid_memory.evaluation.foreign import FOREIGN_PEERS
-from tests.conftest import HashEmbedding
+from tests.conftest import HashEmbedding, write_collection
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 
 RECORDS = [
@@ -168,12 +168,7 @@ def test_tags_are_indexed_with_the_text(
 
 
 def test_run_peer_builds_one_peer_per_filter(tmp_path: Path) -> None:
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
-    qrels = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
-    (folder / "qrels.tsv").write_text("q\td\tg\n" + qrels)
+    folder = write_collection(tmp_path / "toy", CORPUS, QUERIES, QRELS)
     dataset = load_dataset(folder)
     in_conversation = {
         c: {d["_id"] for d in CORPUS if d["metadata"]["conversation"] == c} for c in ("c1", "c2")
@@ -215,12 +210,7 @@ def test_cli_prints_peers_beside_our_figures(
     # The foreign peers (their own venvs) are tested in test_foreign_peers.py: here none
     # is built, so each is reported as not run.
     monkeypatch.setenv("HYBRID_MEMORY_PEER_VENVS", str(tmp_path / "no-venvs"))
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
-    qrels = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
-    (folder / "qrels.tsv").write_text("q\td\tg\n" + qrels)
+    folder = write_collection(tmp_path / "toy", CORPUS, QUERIES, QRELS)
 
     assert main(["eval", str(folder), "--json", "--peers", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
