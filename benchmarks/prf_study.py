@@ -1,0 +1,310 @@
+"""Keyword-side pseudo-relevance feedback and leg-robust fusion, across collections.
+
+An extension of ``benchmarks/fusion_study.py`` (its legs, configurations and fusion):
+the keyword leg is re-run with a query expanded by terms from feedback memories
+(Bo1, Amati 2003 / Terrier's default; or RM3-style, Lavrenko & Croft 2001 with the
+original query interpolated, Abdul-Jaleel et al. 2004), the feedback memories coming
+from the keyword leg's own top, the bare query's vector top, or a first fusion of the
+two. Scoring uses the keyword index's own postings (FTS5's tokens, its Porter stems,
+the same BM25 as the engine), with a weight per query term.
+
+    python benchmarks/prf_study.py ../shared/data/cranfield ../shared/data/locomo \\
+        ~/.cache/hybrid-memory/collections/* [--cache /tmp/prf] [--out table.json]
+
+prints nDCG@10 / Recall@10 per collection for each configuration and the
+leave-one-collection-out choice (chosen on the other collections' mean nDCG@10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fusion_study import (
+    DEFAULTS,
+    PLAIN,
+    Config,
+    Prepared,
+    QueryLegs,
+    leave_one_out,
+    prepare,
+    rank,
+)
+from benchmarks.vector_cache import CachedEmbedding
+from hybrid_memory._index.bm25 import STOPWORDS, query_words
+from hybrid_memory._index.postings import B, K1, bm25_idf
+from hybrid_memory.evaluation import build_memory, ndcg_at_k, recall_at_k
+
+
+@dataclass
+class Terms:
+    """The corpus as the keyword index sees it: a memory × term tf matrix (rows in
+    ``Prepared.ids`` order), document lengths, and each query's stemmed terms."""
+
+    vocab: dict[str, int]
+    tf: sp.csr_matrix  # docs x terms
+    tf_csc: sp.csc_matrix
+    length: np.ndarray
+    df: np.ndarray
+    cf: np.ndarray  # collection frequency (total occurrences) per term
+    stop: np.ndarray  # bool per term: the stem of an English stopword
+    query_terms: dict[str, list[int]]  # query id -> term indexes (stopwords dropped)
+
+
+def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
+    memory = build_memory(prep.dataset, {}, embedding=embedding)
+    try:
+        index = memory._parts.index
+        search = index.keywords
+        with index._lock:
+            postings = search._ready_postings()
+            rowids = sorted(int(r) for r in postings.live_rowids())
+            id_of = index.ids_cache.ids_of(rowids)
+            position = {d: i for i, d in enumerate(prep.ids)}
+            vocab: dict[str, int] = {}
+            rows_, cols_, vals_ = [], [], []
+            for term, rows in postings._rowids.items():
+                t = vocab.setdefault(term, len(vocab))
+                r = np.frombuffer(rows, dtype=np.int64)
+                tfs = np.frombuffer(postings._tfs[term], dtype=np.float32)
+                rows_.append(np.array([position[id_of[int(x)]] for x in r], dtype=np.int64))
+                cols_.append(np.full(len(r), t, dtype=np.int64))
+                vals_.append(tfs.astype(np.float64))
+            stop_terms = {ts[0] for ts in search._terms_of(sorted(STOPWORDS)) if ts}
+            query_terms = {}
+            for q in prep.queries:
+                words = query_words(q.text, drop_stopwords=True)
+                terms = [ts[0] for ts in search._terms_of(words) if ts]
+                query_terms[q.id] = [vocab[t] for t in terms if t in vocab]
+    finally:
+        memory.close()
+    tf = sp.csr_matrix(
+        (np.concatenate(vals_), (np.concatenate(rows_), np.concatenate(cols_))),
+        shape=(len(prep.ids), len(vocab)),
+    )
+    stop = np.zeros(len(vocab), dtype=bool)
+    for term in stop_terms:
+        if term in vocab:
+            stop[vocab[term]] = True
+    return Terms(
+        vocab,
+        tf,
+        tf.tocsc(),
+        np.asarray(tf.sum(axis=1)).ravel(),
+        np.diff(tf.tocsc().indptr),
+        np.asarray(tf.sum(axis=0)).ravel(),
+        stop,
+        query_terms,
+    )
+
+
+def bm25(prep: Prepared, terms: Terms, q: QueryLegs, weights: dict[int, float], depth: int):
+    """The weighted BM25 ranking of ``q``'s filtered rows: ``[(id, score)]`` best first."""
+    n = len(prep.ids)
+    avgdl = terms.length.mean()
+    scores = np.zeros(n)
+    for t, w in weights.items():
+        col = terms.tf_csc.getcol(t)
+        rows, tf = col.indices, col.data
+        idf = bm25_idf(int(terms.df[t]), n)
+        norm = K1 * (1 - B + B * terms.length[rows] / avgdl)
+        scores[rows] += w * idf * tf * (K1 + 1) / (tf + norm)
+    allowed = q.rows
+    s = scores[allowed]
+    keep = s > 0
+    allowed, s = allowed[keep], s[keep]
+    order = np.lexsort((allowed, -s))[:depth]
+    return [(prep.ids[allowed[i]], float(s[i])) for i in order]
+
+
+# --- expansion term weighting ------------------------------------------------------------
+
+
+def bo1(terms: Terms, docs: Sequence[int], n_terms: int) -> dict[int, float]:
+    """Bo1 (Bose-Einstein, Amati 2003): w(t) = tf_x·log2((1+Pn)/Pn) + log2(1+Pn), Pn = cf/N,
+    tf_x = occurrences of t in the feedback memories. Normalised to a maximum of 1."""
+    sub = terms.tf[list(docs)]
+    tfx = np.asarray(sub.sum(axis=0)).ravel()
+    cand = np.flatnonzero((tfx > 0) & ~terms.stop)
+    pn = terms.cf[cand] / terms.tf.shape[0]
+    w = tfx[cand] * np.log2((1 + pn) / pn) + np.log2(1 + pn)
+    top = np.argsort(-w, kind="stable")[:n_terms]
+    if not len(top):
+        return {}
+    wmax = w[top[0]]
+    return {int(cand[i]): float(w[i] / wmax) for i in top}
+
+
+def rm(terms: Terms, docs: Sequence[int], n_terms: int) -> dict[int, float]:
+    """RM1-style: mean of the feedback memories' term distributions tf/|d|, times idf (so
+    corpus-common words do not dominate), normalised to a maximum of 1."""
+    sub = terms.tf[list(docs)]
+    lengths = np.maximum(terms.length[list(docs)], 1)
+    dist = np.asarray((sp.diags(1 / lengths) @ sub).mean(axis=0)).ravel()
+    n = terms.tf.shape[0]
+    idf = np.log((n - terms.df + 0.5) / (terms.df + 0.5)).clip(min=0)
+    w = dist * idf
+    w[terms.stop] = 0
+    cand = np.flatnonzero(w > 0)
+    top = cand[np.argsort(-w[cand], kind="stable")[:n_terms]]
+    if not len(top):
+        return {}
+    return {int(t): float(w[t] / w[top[0]]) for t in top}
+
+
+EXPANDERS: dict[str, Callable[[Terms, Sequence[int], int], dict[int, float]]] = {
+    "bo1": bo1,
+    "rm": rm,
+}
+
+
+def query_weights(terms: Terms, q: QueryLegs) -> dict[int, float]:
+    """The query's own terms, 1 each (a stem two query words share counts twice, as in
+    the engine, where each word is a phrase of its own)."""
+    weights: dict[int, float] = {}
+    for t in terms.query_terms[q.id]:
+        weights[t] = weights.get(t, 0.0) + 1.0
+    return weights
+
+
+@dataclass(frozen=True)
+class Expansion:
+    name: str
+    source: str  # "keyword" | "vector" | "fused"
+    method: str = "bo1"
+    docs: int = 3
+    n_terms: int = 10
+    beta: float = 0.5  # weight of the expansion terms (max 1) against the query terms (1)
+    # scale beta by min(1, full_words / content words) (long queries carry their content)
+    full_words: int | None = None
+
+
+def expanded_keyword(
+    prep: Prepared, terms: Terms, q: QueryLegs, e: Expansion, depth: int, index: dict[str, int]
+) -> list[tuple[str, float]]:
+    base = q.keyword[True]
+    if e.source == "keyword":
+        top = [d for d, _ in base[: e.docs]]
+    elif e.source == "vector":
+        top = [d for d, _ in prep.nearest(q, q.vector, e.docs)]
+    else:  # first equal-weight RRF of bare vector and keyword
+        fused: dict[str, float] = {}
+        for hits in (prep.nearest(q, q.vector, 100), base[:100]):
+            for r, (d, _) in enumerate(hits, start=1):
+                fused[d] = fused.get(d, 0.0) + 1 / (60 + r)
+        top = sorted(fused, key=fused.__getitem__, reverse=True)[: e.docs]
+    if not top:
+        return base
+    weights = query_weights(terms, q)
+    beta = e.beta
+    if e.full_words:
+        beta *= min(1.0, e.full_words / max(q.words, 1))
+    for t, w in EXPANDERS[e.method](terms, [index[d] for d in top], e.n_terms).items():
+        weights[t] = weights.get(t, 0.0) + beta * w
+    return bm25(prep, terms, q, weights, depth)
+
+
+# --- study ------------------------------------------------------------------------------
+
+
+def evaluate(prep: Prepared, ranker: Callable[[QueryLegs], list[str]]) -> dict[str, tuple]:
+    out = {}
+    for q in prep.queries:
+        ranked = ranker(q)[:10]
+        judged = prep.dataset.qrels.get(q.id, {})
+        out[q.id] = (ndcg_at_k(ranked, judged, 10), recall_at_k(ranked, judged, 10))
+    return out
+
+
+def mean(rows: dict[str, tuple]) -> tuple[float, float]:
+    v = list(rows.values())
+    return (
+        round(statistics.fmean(r[0] for r in v), 4),
+        round(statistics.fmean(r[1] for r in v), 4),
+    )
+
+
+def configurations() -> list[tuple[str, Config, Expansion | None]]:
+    out: list[tuple[str, Config, Expansion | None]] = [
+        ("defaults", DEFAULTS, None),
+        ("plain RRF", PLAIN, None),
+        ("keyword alone", replace(DEFAULTS, alpha=0.0, feedback_docs=0, tag_weight=0), None),
+        ("vector alone", replace(DEFAULTS, alpha=1.0, feedback_docs=0, tag_weight=0), None),
+    ]
+    for source in ("keyword", "vector", "fused"):
+        for method in ("bo1", "rm"):
+            for docs, n_terms, beta in [(3, 10, 0.5), (5, 10, 0.5), (3, 20, 0.5), (3, 10, 1.0)]:
+                e = Expansion(f"{source} {method} {docs}d {n_terms}t b{beta}", source, method, docs, n_terms, beta)
+                out.append((f"defaults + kwprf {e.name}", DEFAULTS, e))
+    for source in ("keyword", "vector", "fused"):
+        e = Expansion(f"{source} bo1 3d 10t b0.5", source)
+        out.append((f"plain + kwprf {e.name}", PLAIN, e))
+        out.append((f"defaults-fb + kwprf {e.name}", replace(DEFAULTS, feedback_docs=0), e))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("datasets", nargs="+")
+    parser.add_argument("--cache", help="folder to keep the prepared legs in between runs")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    embedding = CachedEmbedding()
+    preps: list[tuple[Prepared, Terms]] = []
+    for path in args.datasets:
+        cached = Path(args.cache, Path(path).name + ".pkl") if args.cache else None
+        if cached is not None and cached.exists():
+            preps.append(pickle.loads(cached.read_bytes()))
+            continue
+        print(f"preparing {path}", file=sys.stderr, flush=True)
+        prep = prepare(path, embedding)
+        pair = (prep, term_stats(path, prep, embedding))
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            prep._vector_cache = {}
+            cached.write_bytes(pickle.dumps(pair))
+        preps.append(pair)
+    names = [p.name for p, _ in preps]
+    table: dict[str, dict[str, tuple[float, float]]] = {}
+    for label, cfg, exp in configurations():
+        table[label] = {}
+        for prep, terms in preps:
+            index = {d: i for i, d in enumerate(prep.ids)}
+            if exp is None:
+                ranker = lambda q, prep=prep, cfg=cfg: rank(prep, q, cfg)  # noqa: E731
+            else:
+
+                def ranker(q, prep=prep, terms=terms, cfg=cfg, exp=exp, index=index):
+                    kw = expanded_keyword(prep, terms, q, exp, 200, index)
+                    legs = replace(q, keyword={True: kw, False: kw})
+                    return rank(prep, legs, cfg)
+
+            table[label][prep.name] = mean(evaluate(prep, ranker))
+        print(
+            f"{label:55s} "
+            + "  ".join(f"{n}: {table[label][n][0]:.4f}/{table[label][n][1]:.4f}" for n in names),
+            flush=True,
+        )
+    if len(names) > 1:
+        print("\nleave-one-collection-out:")
+        for held, best in leave_one_out(table, names).items():
+            print(f"  without {held}: {best} -> on {held}: {table[best][held]}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(table, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
