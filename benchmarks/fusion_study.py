@@ -80,6 +80,9 @@ class Config:
     long_alpha: float = 0.6
     z_depth: int = 100  # "zscore": the depth of each leg's list the estimate reads
     z_share: float = 1.0  # "zscore": share of the per-query estimate in alpha
+    keep_bare: float = 0.0  # share of the vector weight kept by the bare query's ranking
+    keyword_cut: float = 0.0  # keyword hits below this share of the leg's top score dropped
+    vector_cut: float = 0.0  # vector hits below this share of the leg's top similarity dropped
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def describe(self) -> dict[str, Any]:
@@ -273,7 +276,24 @@ def rank(prep: Prepared, q: QueryLegs, cfg: Config) -> list[str]:
             mix = cfg.z_share
             alpha = (1 - mix) * alpha + mix * zv / (zv + zk)
             weights = _weights(cfg, alpha, len(q.tags))
-    return _order(_fuse(cfg, legs_with(vector_hits), weights))
+    legs = legs_with(vector_hits)
+    if cfg.keyword_cut and legs["keyword"]:
+        # per-leg depth by the leg's own scores: keyword hits scoring below this share of
+        # the leg's best are left out of the fusion
+        floor = cfg.keyword_cut * legs["keyword"][0][1]
+        legs["keyword"] = [(d, s) for d, s in legs["keyword"] if s >= floor]
+    if cfg.vector_cut and legs["vector"]:
+        floor = cfg.vector_cut * legs["vector"][0][1]
+        legs["vector"] = [(d, s) for d, s in legs["vector"] if s >= floor]
+    if cfg.keep_bare and vector_hits is not bare:
+        # the bare query's vector ranking fused beside the refined one, each with a share
+        # of the vector weight: feedback that went wrong costs at most its share
+        weights = dict(weights)
+        share = cfg.keep_bare
+        vector = weights["vector"]
+        weights["bare"], weights["vector"] = vector * share, vector * (1 - share)
+        legs["bare"] = bare
+    return _order(_fuse(cfg, legs, weights))
 
 
 def top_z(hits: Sequence[tuple[str, float]], depth: int) -> float:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pickle
 import statistics
 import sys
@@ -44,7 +43,7 @@ from benchmarks.fusion_study import (
 )
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._index.bm25 import STOPWORDS, query_words
-from hybrid_memory._index.postings import B, K1, bm25_idf
+from hybrid_memory._index.postings import K1, B, bm25_idf
 from hybrid_memory.evaluation import build_memory, ndcg_at_k, recall_at_k
 
 
@@ -61,6 +60,7 @@ class Terms:
     cf: np.ndarray  # collection frequency (total occurrences) per term
     stop: np.ndarray  # bool per term: the stem of an English stopword
     query_terms: dict[str, list[int]]  # query id -> term indexes (stopwords dropped)
+    all_query_terms: dict[str, list[int]]  # query id -> term indexes (stopwords kept)
 
 
 def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
@@ -83,11 +83,12 @@ def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
                 cols_.append(np.full(len(r), t, dtype=np.int64))
                 vals_.append(tfs.astype(np.float64))
             stop_terms = {ts[0] for ts in search._terms_of(sorted(STOPWORDS)) if ts}
-            query_terms = {}
+            query_terms, all_query_terms = {}, {}
             for q in prep.queries:
-                words = query_words(q.text, drop_stopwords=True)
-                terms = [ts[0] for ts in search._terms_of(words) if ts]
-                query_terms[q.id] = [vocab[t] for t in terms if t in vocab]
+                for drop, out in ((True, query_terms), (False, all_query_terms)):
+                    words = query_words(q.text, drop_stopwords=drop)
+                    terms = [ts[0] for ts in search._terms_of(words) if ts]
+                    out[q.id] = [vocab[t] for t in terms if t in vocab]
     finally:
         memory.close()
     tf = sp.csr_matrix(
@@ -107,6 +108,7 @@ def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
         np.asarray(tf.sum(axis=0)).ravel(),
         stop,
         query_terms,
+        all_query_terms,
     )
 
 
@@ -170,11 +172,20 @@ EXPANDERS: dict[str, Callable[[Terms, Sequence[int], int], dict[int, float]]] = 
 }
 
 
-def query_weights(terms: Terms, q: QueryLegs) -> dict[int, float]:
+def query_weights(
+    terms: Terms, q: QueryLegs, *, stopwords: bool = False, max_df: float = 1.0
+) -> dict[int, float]:
     """The query's own terms, 1 each (a stem two query words share counts twice, as in
-    the engine, where each word is a phrase of its own)."""
+    the engine, where each word is a phrase of its own). ``stopwords``: keep English
+    stopwords; ``max_df``: leave out terms in more than that share of memories (unless
+    none would be left)."""
     weights: dict[int, float] = {}
-    for t in terms.query_terms[q.id]:
+    chosen = (terms.all_query_terms if stopwords else terms.query_terms)[q.id]
+    if max_df < 1.0:
+        n = terms.tf.shape[0]
+        kept = [t for t in chosen if terms.df[t] <= max_df * n]
+        chosen = kept or chosen
+    for t in chosen:
         weights[t] = weights.get(t, 0.0) + 1.0
     return weights
 
@@ -216,6 +227,57 @@ def expanded_keyword(
     return bm25(prep, terms, q, weights, depth)
 
 
+# --- long texts: the model's window -------------------------------------------------------
+
+WINDOW = 254  # word pieces of a window: the model's 256 less [CLS] and [SEP]
+
+
+def window_matrix(prep: Prepared, embedding: CachedEmbedding) -> tuple[np.ndarray, dict]:
+    """Each memory's vector as the mean of its overlapping windows' vectors (windows of
+    254 word pieces, stride 127; a memory that fits is one window, its usual vector),
+    and how many memories exceed the window."""
+    from tokenizers import Tokenizer
+
+    from hybrid_memory._minilm import find_model_files
+
+    tok = Tokenizer.from_file(str(find_model_files().tokenizer))
+    tok.no_padding()
+    tok.no_truncation()
+    texts = [d.text for d in prep.dataset.storable()]
+    windows: list[list[str]] = []
+    pieces = []
+    for text in texts:
+        enc = tok.encode(text, add_special_tokens=False)
+        n = len(enc.ids)
+        pieces.append(n)
+        if n <= WINDOW:
+            windows.append([text])
+            continue
+        out, start = [], 0
+        while True:
+            end = min(start + WINDOW, n)
+            out.append(text[enc.offsets[start][0] : enc.offsets[end - 1][1]])
+            if end >= n:
+                break
+            start += WINDOW // 2
+        windows.append(out)
+    flat = [w for ws in windows for w in ws]
+    vectors = embedding.matrix(flat).astype(np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    owner = np.repeat(np.arange(len(texts)), [len(w) for w in windows])
+    mean = np.zeros((len(texts), vectors.shape[1]))
+    np.add.at(mean, owner, vectors)
+    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+    lengths = np.array(pieces)
+    stats = {
+        "memories": len(texts),
+        "over_window": int((lengths > WINDOW).sum()),
+        "pieces_cut_share": round(float(np.maximum(lengths - WINDOW, 0).sum() / lengths.sum()), 4),
+        "windows": len(flat),
+    }
+    return mean, stats
+
+
 # --- study ------------------------------------------------------------------------------
 
 
@@ -236,22 +298,106 @@ def mean(rows: dict[str, tuple]) -> tuple[float, float]:
     )
 
 
-def configurations() -> list[tuple[str, Config, Expansion | None]]:
-    out: list[tuple[str, Config, Expansion | None]] = [
-        ("defaults", DEFAULTS, None),
-        ("plain RRF", PLAIN, None),
-        ("keyword alone", replace(DEFAULTS, alpha=0.0, feedback_docs=0, tag_weight=0), None),
-        ("vector alone", replace(DEFAULTS, alpha=1.0, feedback_docs=0, tag_weight=0), None),
+KeywordFn = Callable[[Prepared, "Terms", QueryLegs, dict[str, int]], list[tuple[str, float]]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration of the study: fusion settings, and optionally another keyword
+    ranking (expansion, stopword handling) or the windowed memory vectors."""
+
+    label: str
+    cfg: Config
+    keyword: KeywordFn | None = None
+    windows: bool = False
+
+
+def _expansion(e: Expansion) -> KeywordFn:
+    return lambda prep, terms, q, index: expanded_keyword(prep, terms, q, e, 200, index)
+
+
+def _query_terms(stopwords: bool, max_df: float) -> KeywordFn:
+    return lambda prep, terms, q, index: bm25(
+        prep, terms, q, query_weights(terms, q, stopwords=stopwords, max_df=max_df), 200
+    )
+
+
+def rows() -> list[Row]:
+    out = [
+        Row("defaults", DEFAULTS),
+        Row("plain RRF", PLAIN),
+        Row("keyword alone", replace(DEFAULTS, alpha=0.0, feedback_docs=0, tag_weight=0)),
+        Row("vector alone", replace(DEFAULTS, alpha=1.0, feedback_docs=0, tag_weight=0)),
     ]
+    # 1. keyword-side pseudo-relevance feedback
     for source in ("keyword", "vector", "fused"):
         for method in ("bo1", "rm"):
             for docs, n_terms, beta in [(3, 10, 0.5), (5, 10, 0.5), (3, 20, 0.5), (3, 10, 1.0)]:
-                e = Expansion(f"{source} {method} {docs}d {n_terms}t b{beta}", source, method, docs, n_terms, beta)
-                out.append((f"defaults + kwprf {e.name}", DEFAULTS, e))
-    for source in ("keyword", "vector", "fused"):
+                e = Expansion(
+                    f"{source} {method} {docs}d {n_terms}t b{beta}",
+                    source,
+                    method,
+                    docs,
+                    n_terms,
+                    beta,
+                )
+                out.append(Row(f"defaults + kwprf {e.name}", DEFAULTS, _expansion(e)))
+        e = Expansion(f"{source} bo1 3d 10t b0.5 w<=10", source, full_words=10)
+        out.append(Row(f"defaults + kwprf {e.name}", DEFAULTS, _expansion(e)))
         e = Expansion(f"{source} bo1 3d 10t b0.5", source)
-        out.append((f"plain + kwprf {e.name}", PLAIN, e))
-        out.append((f"defaults-fb + kwprf {e.name}", replace(DEFAULTS, feedback_docs=0), e))
+        out.append(Row(f"plain + kwprf {e.name}", PLAIN, _expansion(e)))
+        out.append(
+            Row(f"defaults-fb + kwprf {e.name}", replace(DEFAULTS, feedback_docs=0), _expansion(e))
+        )
+    # 2. long texts: the mean of overlapping windows' vectors
+    out.append(Row("defaults, windowed vectors", DEFAULTS, windows=True))
+    out.append(Row("plain, windowed vectors", PLAIN, windows=True))
+    out.append(
+        Row(
+            "vector alone, windowed",
+            replace(DEFAULTS, alpha=1.0, feedback_docs=0, tag_weight=0),
+            windows=True,
+        )
+    )
+    # 3. robust to one weak leg: a per-query alpha from the legs' score distributions,
+    # the bare vector ranking kept beside the feedback-refined one
+    for depth in (20, 100):
+        for share in (0.5, 1.0):
+            z = replace(DEFAULTS, adaptive="zscore", z_depth=depth, z_share=share)
+            out.append(Row(f"defaults, z-score router @{depth} share {share}", z))
+            out.append(
+                Row(
+                    f"plain, z-score router @{depth} share {share}",
+                    replace(PLAIN, adaptive="zscore", z_depth=depth, z_share=share),
+                )
+            )
+    for share in (0.25, 0.5):
+        out.append(
+            Row(f"defaults, bare vector leg kept {share}", replace(DEFAULTS, keep_bare=share))
+        )
+        out.append(
+            Row(
+                f"defaults, bare vector leg kept {share}, feedback 1.0",
+                replace(DEFAULTS, keep_bare=share, feedback_weight=1.0),
+            )
+        )
+    for cut in (0.1, 0.2, 0.3, 0.4):
+        out.append(
+            Row(f"defaults, keyword cut at {cut} of top", replace(DEFAULTS, keyword_cut=cut))
+        )
+        out.append(Row(f"plain, keyword cut at {cut} of top", replace(PLAIN, keyword_cut=cut)))
+    for cut in (0.7, 0.8, 0.9):
+        out.append(Row(f"defaults, vector cut at {cut} of top", replace(DEFAULTS, vector_cut=cut)))
+    # 4. stopwords: the English list against a corpus document-frequency cut
+    for max_df in (0.05, 0.1, 0.2, 0.3, 0.5):
+        out.append(
+            Row(f"defaults, stopwords kept, max_df {max_df}", DEFAULTS, _query_terms(True, max_df))
+        )
+    for max_df in (0.05, 0.1, 0.2):
+        out.append(
+            Row(f"defaults, English list + max_df {max_df}", DEFAULTS, _query_terms(False, max_df))
+        )
+    out.append(Row("defaults, stopwords kept", DEFAULTS, _query_terms(True, 1.0)))
     return out
 
 
@@ -259,48 +405,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("datasets", nargs="+")
     parser.add_argument("--cache", help="folder to keep the prepared legs in between runs")
+    parser.add_argument("--only", help="only the rows whose label contains this")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     embedding = CachedEmbedding()
-    preps: list[tuple[Prepared, Terms]] = []
+    preps: list[tuple[Prepared, Terms, np.ndarray]] = []
     for path in args.datasets:
-        cached = Path(args.cache, Path(path).name + ".pkl") if args.cache else None
+        cached = Path(args.cache, Path(path).name + ".v2.pkl") if args.cache else None
         if cached is not None and cached.exists():
             preps.append(pickle.loads(cached.read_bytes()))
             continue
         print(f"preparing {path}", file=sys.stderr, flush=True)
         prep = prepare(path, embedding)
-        pair = (prep, term_stats(path, prep, embedding))
+        windowed, stats = window_matrix(prep, embedding)
+        print(f"  {prep.name}: long texts {stats}", file=sys.stderr, flush=True)
+        triple = (prep, term_stats(path, prep, embedding), windowed)
         if cached is not None:
             cached.parent.mkdir(parents=True, exist_ok=True)
             prep._vector_cache = {}
-            cached.write_bytes(pickle.dumps(pair))
-        preps.append(pair)
-    names = [p.name for p, _ in preps]
+            cached.write_bytes(pickle.dumps(triple))
+        preps.append(triple)
+    names = [p.name for p, _, _ in preps]
     table: dict[str, dict[str, tuple[float, float]]] = {}
-    for label, cfg, exp in configurations():
-        table[label] = {}
-        for prep, terms in preps:
+    for row in rows():
+        if args.only and args.only not in row.label:
+            continue
+        table[row.label] = {}
+        for prep, terms, windowed in preps:
             index = {d: i for i, d in enumerate(prep.ids)}
-            if exp is None:
-                ranker = lambda q, prep=prep, cfg=cfg: rank(prep, q, cfg)  # noqa: E731
-            else:
+            target = replace(prep, matrix=windowed, _vector_cache={}) if row.windows else prep
 
-                def ranker(q, prep=prep, terms=terms, cfg=cfg, exp=exp, index=index):
-                    kw = expanded_keyword(prep, terms, q, exp, 200, index)
-                    legs = replace(q, keyword={True: kw, False: kw})
-                    return rank(prep, legs, cfg)
+            def ranker(q, prep=target, terms=terms, row=row, index=index):
+                if row.keyword is not None:
+                    kw = row.keyword(prep, terms, q, index)
+                    q = replace(q, keyword={True: kw, False: kw})
+                return rank(prep, q, row.cfg)
 
-            table[label][prep.name] = mean(evaluate(prep, ranker))
+            table[row.label][prep.name] = mean(evaluate(target, ranker))
         print(
-            f"{label:55s} "
-            + "  ".join(f"{n}: {table[label][n][0]:.4f}/{table[label][n][1]:.4f}" for n in names),
+            f"{row.label:58s} "
+            + "  ".join(
+                f"{n}: {table[row.label][n][0]:.4f}/{table[row.label][n][1]:.4f}" for n in names
+            ),
             flush=True,
         )
     if len(names) > 1:
-        print("\nleave-one-collection-out:")
+        print("\nleave-one-collection-out (best mean nDCG@10 on the others):")
         for held, best in leave_one_out(table, names).items():
-            print(f"  without {held}: {best} -> on {held}: {table[best][held]}")
+            print(
+                f"  without {held}: {best} -> on {held}: {table[best][held]} "
+                f"(defaults {table['defaults'][held]})"
+            )
     if args.out:
         Path(args.out).write_text(json.dumps(table, indent=1))
     return 0
