@@ -18,6 +18,7 @@ leave-one-collection-out choice (chosen on the other collections' mean nDCG@10).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import pickle
 import statistics
@@ -27,7 +28,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -49,12 +49,13 @@ from hybrid_memory.evaluation import build_memory, ndcg_at_k, recall_at_k
 
 @dataclass
 class Terms:
-    """The corpus as the keyword index sees it: a memory × term tf matrix (rows in
-    ``Prepared.ids`` order), document lengths, and each query's stemmed terms."""
+    """The corpus as the keyword index sees it: each term's memories (positions in
+    ``Prepared.ids``) and tfs, each memory's terms and tfs, document lengths, and each
+    query's stemmed terms."""
 
     vocab: dict[str, int]
-    tf: sp.csr_matrix  # docs x terms
-    tf_csc: sp.csc_matrix
+    postings: list[tuple[np.ndarray, np.ndarray]]  # term -> (memory positions, tfs)
+    forward: list[tuple[np.ndarray, np.ndarray]]  # memory position -> (terms, tfs)
     length: np.ndarray
     df: np.ndarray
     cf: np.ndarray  # collection frequency (total occurrences) per term
@@ -91,21 +92,26 @@ def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
                     out[q.id] = [vocab[t] for t in terms if t in vocab]
     finally:
         memory.close()
-    tf = sp.csr_matrix(
-        (np.concatenate(vals_), (np.concatenate(rows_), np.concatenate(cols_))),
-        shape=(len(prep.ids), len(vocab)),
-    )
+    docs = np.concatenate(rows_)
+    term_of = np.concatenate(cols_)
+    tfs = np.concatenate(vals_)
+    order = np.lexsort((term_of, docs))
+    bounds = np.searchsorted(docs[order], np.arange(len(prep.ids) + 1))
+    forward = [
+        (term_of[order][a:b], tfs[order][a:b]) for a, b in itertools.pairwise(bounds.tolist())
+    ]
+    postings_ = list(zip(rows_, vals_, strict=True))
     stop = np.zeros(len(vocab), dtype=bool)
     for term in stop_terms:
         if term in vocab:
             stop[vocab[term]] = True
     return Terms(
         vocab,
-        tf,
-        tf.tocsc(),
-        np.asarray(tf.sum(axis=1)).ravel(),
-        np.diff(tf.tocsc().indptr),
-        np.asarray(tf.sum(axis=0)).ravel(),
+        postings_,
+        forward,
+        np.bincount(docs, weights=tfs, minlength=len(prep.ids)),
+        np.array([len(r) for r in rows_]),
+        np.array([float(v.sum()) for v in vals_]),
         stop,
         query_terms,
         all_query_terms,
@@ -118,8 +124,7 @@ def bm25(prep: Prepared, terms: Terms, q: QueryLegs, weights: dict[int, float], 
     avgdl = terms.length.mean()
     scores = np.zeros(n)
     for t, w in weights.items():
-        col = terms.tf_csc.getcol(t)
-        rows, tf = col.indices, col.data
+        rows, tf = terms.postings[t]
         idf = bm25_idf(int(terms.df[t]), n)
         norm = K1 * (1 - B + B * terms.length[rows] / avgdl)
         scores[rows] += w * idf * tf * (K1 + 1) / (tf + norm)
@@ -137,10 +142,12 @@ def bm25(prep: Prepared, terms: Terms, q: QueryLegs, weights: dict[int, float], 
 def bo1(terms: Terms, docs: Sequence[int], n_terms: int) -> dict[int, float]:
     """Bo1 (Bose-Einstein, Amati 2003): w(t) = tf_x·log2((1+Pn)/Pn) + log2(1+Pn), Pn = cf/N,
     tf_x = occurrences of t in the feedback memories. Normalised to a maximum of 1."""
-    sub = terms.tf[list(docs)]
-    tfx = np.asarray(sub.sum(axis=0)).ravel()
+    tfx = np.zeros(len(terms.vocab))
+    for d in docs:
+        t, tf = terms.forward[d]
+        tfx[t] += tf
     cand = np.flatnonzero((tfx > 0) & ~terms.stop)
-    pn = terms.cf[cand] / terms.tf.shape[0]
+    pn = terms.cf[cand] / len(terms.forward)
     w = tfx[cand] * np.log2((1 + pn) / pn) + np.log2(1 + pn)
     top = np.argsort(-w, kind="stable")[:n_terms]
     if not len(top):
@@ -152,10 +159,11 @@ def bo1(terms: Terms, docs: Sequence[int], n_terms: int) -> dict[int, float]:
 def rm(terms: Terms, docs: Sequence[int], n_terms: int) -> dict[int, float]:
     """RM1-style: mean of the feedback memories' term distributions tf/|d|, times idf (so
     corpus-common words do not dominate), normalised to a maximum of 1."""
-    sub = terms.tf[list(docs)]
-    lengths = np.maximum(terms.length[list(docs)], 1)
-    dist = np.asarray((sp.diags(1 / lengths) @ sub).mean(axis=0)).ravel()
-    n = terms.tf.shape[0]
+    dist = np.zeros(len(terms.vocab))
+    for d in docs:
+        t, tf = terms.forward[d]
+        dist[t] += tf / max(float(terms.length[d]), 1.0) / len(docs)
+    n = len(terms.forward)
     idf = np.log((n - terms.df + 0.5) / (terms.df + 0.5)).clip(min=0)
     w = dist * idf
     w[terms.stop] = 0
@@ -182,7 +190,7 @@ def query_weights(
     weights: dict[int, float] = {}
     chosen = (terms.all_query_terms if stopwords else terms.query_terms)[q.id]
     if max_df < 1.0:
-        n = terms.tf.shape[0]
+        n = len(terms.forward)
         kept = [t for t in chosen if terms.df[t] <= max_df * n]
         chosen = kept or chosen
     for t in chosen:
@@ -411,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedding = CachedEmbedding()
     preps: list[tuple[Prepared, Terms, np.ndarray]] = []
     for path in args.datasets:
-        cached = Path(args.cache, Path(path).name + ".v2.pkl") if args.cache else None
+        cached = Path(args.cache, Path(path).name + ".v3.pkl") if args.cache else None
         if cached is not None and cached.exists():
             preps.append(pickle.loads(cached.read_bytes()))
             continue
