@@ -436,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [p.name for p, _, _ in preps]
     table: dict[str, dict[str, tuple[float, float]]] = {}
     for row in rows():
-        if args.only and args.only not in row.label:
+        if args.only and args.only not in row.label and row.label != "defaults":
             continue
         table[row.label] = {}
         for prep, terms, windowed in preps:
