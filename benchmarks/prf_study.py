@@ -389,7 +389,7 @@ def rows() -> list[Row]:
                 replace(DEFAULTS, keep_bare=share, feedback_weight=1.0),
             )
         )
-    for cut in (0.1, 0.2, 0.3, 0.4):
+    for cut in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
         out.append(
             Row(f"defaults, keyword cut at {cut} of top", replace(DEFAULTS, keyword_cut=cut))
         )
