@@ -78,6 +78,11 @@ class Config:
     adaptive: str | None = None
     long_query: int = 8  # content words from which a query counts as long
     long_alpha: float = 0.6
+    z_depth: int = 100  # "zscore": the depth of each leg's list the estimate reads
+    z_share: float = 1.0  # "zscore": share of the per-query estimate in alpha
+    keep_bare: float = 0.0  # share of the vector weight kept by the bare query's ranking
+    keyword_cut: float = 0.0  # keyword hits below this share of the leg's top score dropped
+    vector_cut: float = 0.0  # vector hits below this share of the leg's top similarity dropped
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def describe(self) -> dict[str, Any]:
@@ -123,7 +128,7 @@ def prepare(path: str, embedding: CachedEmbedding) -> Prepared:
         ids = [d.id for d in docs]
         tags = [frozenset(normalise_tag(t) for t in d.tags) for d in docs]
         created = [float(i) for i in range(len(docs))]  # insertion order stands in for time
-        index = memory._index
+        index = memory._parts.index
         queries: list[QueryLegs] = []
         for q in dataset.judged_queries():
             rows = np.array(
@@ -148,7 +153,7 @@ def prepare(path: str, embedding: CachedEmbedding) -> Prepared:
                     rows,
                     vec,
                     keyword,
-                    tuple(memory._tags.find(q.text)),
+                    tuple(memory._parts.tags.find(q.text)),
                     len(query_words(q.text)),
                 )
             )
@@ -263,7 +268,40 @@ def rank(prep: Prepared, q: QueryLegs, cfg: Config) -> list[str]:
                 weight *= min(1.0, cfg.feedback_words / max(q.words, 1))
             refined = np.asarray(rocchio(q.vector.tolist(), prep.matrix[rows].tolist(), weight))
             vector_hits = prep.nearest(q, refined, depth)
-    return _order(_fuse(cfg, legs_with(vector_hits), weights))
+    if cfg.adaptive == "zscore" and weights["vector"] and weights["keyword"]:
+        # per query: each leg's top score in standard deviations above its own list's
+        # mean (a score-distribution quality estimate), their ratio setting alpha
+        zv, zk = top_z(vector_hits, cfg.z_depth), top_z(keyword, cfg.z_depth)
+        if zv + zk > 0:
+            mix = cfg.z_share
+            alpha = (1 - mix) * alpha + mix * zv / (zv + zk)
+            weights = _weights(cfg, alpha, len(q.tags))
+    legs = legs_with(vector_hits)
+    if cfg.keyword_cut and legs["keyword"]:
+        # per-leg depth by the leg's own scores: keyword hits scoring below this share of
+        # the leg's best are left out of the fusion
+        floor = cfg.keyword_cut * legs["keyword"][0][1]
+        legs["keyword"] = [(d, s) for d, s in legs["keyword"] if s >= floor]
+    if cfg.vector_cut and legs["vector"]:
+        floor = cfg.vector_cut * legs["vector"][0][1]
+        legs["vector"] = [(d, s) for d, s in legs["vector"] if s >= floor]
+    if cfg.keep_bare and vector_hits is not bare:
+        # the bare query's vector ranking fused beside the refined one, each with a share
+        # of the vector weight: feedback that went wrong costs at most its share
+        weights = dict(weights)
+        share = cfg.keep_bare
+        vector = weights["vector"]
+        weights["bare"], weights["vector"] = vector * share, vector * (1 - share)
+        legs["bare"] = bare
+    return _order(_fuse(cfg, legs, weights))
+
+
+def top_z(hits: Sequence[tuple[str, float]], depth: int) -> float:
+    scores = np.array([s for _, s in hits[:depth]], dtype=np.float64)
+    if len(scores) < 3:
+        return 0.0
+    sd = float(scores.std())
+    return 0.0 if sd == 0 else max(0.0, float((scores[0] - scores.mean()) / sd))
 
 
 _INDEX: dict[int, dict[str, int]] = {}
