@@ -1,18 +1,30 @@
-"""Keyword-side pseudo-relevance feedback and leg-robust fusion, across collections.
+"""Candidates for defaults that generalise (issue 13), measured across collections.
 
-An extension of ``benchmarks/fusion_study.py`` (its legs, configurations and fusion):
-the keyword leg is re-run with a query expanded by terms from feedback memories
-(Bo1, Amati 2003 / Terrier's default; or RM3-style, Lavrenko & Croft 2001 with the
-original query interpolated, Abdul-Jaleel et al. 2004), the feedback memories coming
-from the keyword leg's own top, the bare query's vector top, or a first fusion of the
-two. Scoring uses the keyword index's own postings (FTS5's tokens, its Porter stems,
-the same BM25 as the engine), with a weight per query term.
+An extension of ``benchmarks/fusion_study.py`` (its legs, configurations and fusion),
+adding, each against the defaults and plain RRF:
+
+1. keyword-side pseudo-relevance feedback: the keyword leg re-run with a query expanded
+   by terms of feedback memories (Bo1, Amati 2003, Terrier's default; or RM-style,
+   Lavrenko & Croft 2001, interpolated with the original query as in RM3), the feedback
+   memories from the keyword leg's own top, the bare query's vector top, or a first
+   fusion of the two;
+2. long texts: each memory's vector the mean of overlapping windows of the model's 256
+   word pieces (and how many texts exceed it);
+3. fusion robust to one weak leg: a per-query alpha from the legs' own score
+   distributions, the bare vector ranking kept beside the refined one, per-leg depth
+   cuts by the leg's own scores;
+4. stopwords: the English list against a corpus document-frequency cut.
+
+Keyword scoring uses the keyword index's own postings (FTS5's tokens and Porter stems,
+the engine's BM25) with a weight per query term; at weight 1 it ranks exactly as the
+engine's keyword leg (tests/integration/test_prf_study.py).
 
     python benchmarks/prf_study.py ../shared/data/cranfield ../shared/data/locomo \\
-        ~/.cache/hybrid-memory/collections/* [--cache /tmp/prf] [--out table.json]
+        ~/.cache/hybrid-memory/collections/* [--cache /tmp/prf] [--only TEXT] [--out t.json]
 
 prints nDCG@10 / Recall@10 per collection for each configuration and the
 leave-one-collection-out choice (chosen on the other collections' mean nDCG@10).
+Results and conclusions: docs/quality-study.md.
 """
 
 from __future__ import annotations
