@@ -23,7 +23,7 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -315,21 +315,33 @@ def prep_index(prep: Prepared) -> dict[str, int]:
     return found
 
 
-def per_query(prep: Prepared, cfg: Config, k: int = 10) -> dict[str, tuple[float, float]]:
+def per_query_ranked(
+    prep: Prepared, ranker: Callable[[QueryLegs], list[str]], k: int = 10
+) -> dict[str, tuple[float, float]]:
+    """nDCG@k and Recall@k of each query as ``ranker`` orders it."""
     out = {}
     for q in prep.queries:
-        ranked = rank(prep, q, cfg)[:k]
+        ranked = ranker(q)[:k]
         judged = prep.dataset.qrels.get(q.id, {})
         out[q.id] = (ndcg_at_k(ranked, judged, k), recall_at_k(ranked, judged, k))
     return out
 
 
-def score(prep: Prepared, cfg: Config) -> tuple[float, float]:
-    rows = per_query(prep, cfg).values()
+def per_query(prep: Prepared, cfg: Config, k: int = 10) -> dict[str, tuple[float, float]]:
+    return per_query_ranked(prep, lambda q: rank(prep, q, cfg), k)
+
+
+def mean_scores(rows: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """The mean nDCG and Recall of per-query rows, to four decimals."""
+    values = rows.values()
     return (
-        round(statistics.fmean(r[0] for r in rows), 4),
-        round(statistics.fmean(r[1] for r in rows), 4),
+        round(statistics.fmean(r[0] for r in values), 4),
+        round(statistics.fmean(r[1] for r in values), 4),
     )
+
+
+def score(prep: Prepared, cfg: Config) -> tuple[float, float]:
+    return mean_scores(per_query(prep, cfg))
 
 
 # --- configurations ----------------------------------------------------------------------

@@ -33,7 +33,6 @@ import argparse
 import itertools
 import json
 import pickle
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -50,13 +49,16 @@ from benchmarks.fusion_study import (
     Prepared,
     QueryLegs,
     leave_one_out,
+    mean_scores,
+    per_query_ranked,
+    prep_index,
     prepare,
     rank,
 )
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._index.bm25 import STOPWORDS, query_words
 from hybrid_memory._index.postings import K1, B, bm25_idf
-from hybrid_memory.evaluation import build_memory, ndcg_at_k, recall_at_k
+from hybrid_memory.evaluation import build_memory
 
 
 @dataclass
@@ -301,23 +303,6 @@ def window_matrix(prep: Prepared, embedding: CachedEmbedding) -> tuple[np.ndarra
 # --- study ------------------------------------------------------------------------------
 
 
-def evaluate(prep: Prepared, ranker: Callable[[QueryLegs], list[str]]) -> dict[str, tuple]:
-    out = {}
-    for q in prep.queries:
-        ranked = ranker(q)[:10]
-        judged = prep.dataset.qrels.get(q.id, {})
-        out[q.id] = (ndcg_at_k(ranked, judged, 10), recall_at_k(ranked, judged, 10))
-    return out
-
-
-def mean(rows: dict[str, tuple]) -> tuple[float, float]:
-    v = list(rows.values())
-    return (
-        round(statistics.fmean(r[0] for r in v), 4),
-        round(statistics.fmean(r[1] for r in v), 4),
-    )
-
-
 KeywordFn = Callable[[Prepared, "Terms", QueryLegs, dict[str, int]], list[tuple[str, float]]]
 
 
@@ -452,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         table[row.label] = {}
         for prep, terms, windowed in preps:
-            index = {d: i for i, d in enumerate(prep.ids)}
+            index = prep_index(prep)
             target = replace(prep, matrix=windowed, _vector_cache={}) if row.windows else prep
 
             def ranker(q, prep=target, terms=terms, row=row, index=index):
@@ -461,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     q = replace(q, keyword={True: kw, False: kw})
                 return rank(prep, q, row.cfg)
 
-            table[row.label][prep.name] = mean(evaluate(target, ranker))
+            table[row.label][prep.name] = mean_scores(per_query_ranked(target, ranker))
         print(
             f"{row.label:58s} "
             + "  ".join(

@@ -196,6 +196,18 @@ def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def _run_step(spec: ForeignSpec, step: list[str]) -> None:
+    """Run one build step; a failure raises with the end of its output."""
+    done = subprocess.run(step, capture_output=True, text=True)
+    if done.returncode != 0:
+        noise = "is ignored: it is neither a file nor a directory"
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if noise not in ln]
+        raise ForeignPeerError(
+            f"{spec.name}: {' '.join(step[:4])} ... exited {done.returncode}:\n"
+            + "\n".join(lines[-15:])
+        )
+
+
 def build_venv(name: str, *, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """(Re)create the peer's venv with its pinned requirements; returns the manifest
     (requirements, Python, installed versions, build seconds, size in bytes)."""
@@ -208,21 +220,10 @@ def build_venv(name: str, *, progress: Callable[[str], None] = print) -> dict[st
     started = time.perf_counter()
     folder.parent.mkdir(parents=True, exist_ok=True)
     progress(f"{spec.name}: creating {folder} from {python}")
-    steps = [
-        [python, "-m", "venv", str(folder)],
-        [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", *spec.requirements],
-    ]
-    for step in steps:
-        if step[1:3] == ["-m", "pip"]:
-            progress(f"{spec.name}: pip install {' '.join(spec.requirements)}")
-        done = subprocess.run(step, capture_output=True, text=True)
-        if done.returncode != 0:
-            noise = "is ignored: it is neither a file nor a directory"
-            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if noise not in ln]
-            raise ForeignPeerError(
-                f"{spec.name}: {' '.join(step[:4])} ... exited {done.returncode}:\n"
-                + "\n".join(lines[-15:])
-            )
+    _run_step(spec, [python, "-m", "venv", str(folder)])
+    progress(f"{spec.name}: pip install {' '.join(spec.requirements)}")
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    _run_step(spec, [*pip, *spec.requirements])
     seconds = time.perf_counter() - started
     packages = [r.split("==")[0] for r in spec.requirements]
     versions = subprocess.run(
