@@ -10,7 +10,7 @@ backend before it, same model files), in the same process, and prints:
 
 Exit status 1 when a cosine falls below the bar, 0 otherwise; the script says it skipped
 (exit 0) when sentence-transformers is not installed (``pip install
-'hybrid-memory[sentence-transformers]'``) or the data folder is missing::
+'hybrid-agent-memory[sentence-transformers]'``) or the data folder is missing::
 
     python benchmarks/embedding_parity.py [--data ../shared/data] [--batch 32] [--json]
 """
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print(
             "skipped: sentence-transformers is not installed "
-            "(pip install 'hybrid-memory[sentence-transformers]')"
+            "(pip install 'hybrid-agent-memory[sentence-transformers]')"
         )
         return 0
     missing = [c for c in COLLECTIONS if not (args.data / c / "corpus.jsonl").is_file()]

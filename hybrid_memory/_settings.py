@@ -61,7 +61,8 @@ class HybridMemorySettings(BaseSettings):
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
         description="Model used when no embedding is passed. The default, all-MiniLM-L6-v2, "
-        "runs on onnxruntime from weights a dependency installs (offline, no torch); any "
+        "runs on onnxruntime from its published files (no torch), found locally or "
+        "downloaded once into cache_dir; any "
         "other sentence-transformers model name or folder needs the sentence-transformers "
         "extra.",
     )
@@ -74,14 +75,24 @@ class HybridMemorySettings(BaseSettings):
     embedding_model_files: str | None = Field(
         None,
         description="Folder holding the default model's published model.safetensors and "
-        "tokenizer.json (a Hugging Face snapshot, or your own mirror), used instead of the "
-        "weights package; the files must match the pinned sha256 digests. Default: the "
-        "weights package, else a snapshot in the Hugging Face cache.",
+        "tokenizer.json (a Hugging Face snapshot, or your own mirror), used instead of any "
+        "other source; the files must match the pinned sha256 digests. Default: an earlier "
+        "download in cache_dir, else a snapshot in the Hugging Face cache, else the package "
+        "the offline-model extra installs, else a download (embedding_model_url).",
+    )
+    embedding_model_url: str | None = Field(
+        None,
+        description="http(s) URL of a folder serving the default model's model.safetensors "
+        "and tokenizer.json, downloaded once into cache_dir when no local source has them "
+        "(checked by sha256). Default: the model's repository at the pinned revision on "
+        "$HF_ENDPOINT, else huggingface.co; not tried when HF_HUB_OFFLINE is set.",
+        pattern=r"^https?://\S+$",
     )
     cache_dir: str | None = Field(
         None,
         description="Directory for files derived once and reused: the default model's "
-        "onnxruntime graph (~90 MB). Default: $XDG_CACHE_HOME/hybrid-memory, else "
+        "onnxruntime graph (~90 MB) and, if downloaded, its files (~90 MB). Default: "
+        "$XDG_CACHE_HOME/hybrid-memory, else "
         "~/.cache/hybrid-memory; if it cannot be written, the graph is built in memory.",
     )
     embedding_batch_size: int = Field(32, ge=1, le=4096, description="Texts per embedding call.")

@@ -103,7 +103,7 @@ def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
         action="store_true",
         help="also run LangChain EnsembleRetriever, LlamaIndex QueryFusionRetriever and "
         "plain RRF (extra 'bench': installed by the README's setup command; alone: "
-        "pip install 'hybrid-memory[bench]'), and mem0 and mcp-memory-service from their "
+        "pip install 'hybrid-agent-memory[bench]'), and mem0 and mcp-memory-service from their "
         "venvs (built by: hybrid-memory peers install)",
     )
     run.add_argument(

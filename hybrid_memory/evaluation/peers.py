@@ -14,7 +14,7 @@ documentation shows it, using the same embedding model as hybrid-memory:
   list) and Chroma cosine search, 100 candidates from each; no tags, no feedback. Built
   from sqlite3 and chromadb alone, so it needs no extra.
 
-The first two need the optional extra ``bench`` (``pip install 'hybrid-memory[bench]'``); this
+The first two need the optional extra ``bench`` (``pip install 'hybrid-agent-memory[bench]'``); this
 module imports the frameworks only when a peer is built.
 
 The API is stable (the quality harness :func:`hybrid_memory.evaluation.evaluate` and
@@ -150,7 +150,7 @@ def _require(module: str, package: str) -> None:
         __import__(module)
     except ImportError as exc:
         raise MissingDependencyError(
-            package, "the peer retrievers (pip install 'hybrid-memory[bench]')"
+            package, "the peer retrievers (pip install 'hybrid-agent-memory[bench]')"
         ) from exc
 
 

