@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import queue
@@ -64,7 +63,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.seeded_embedding import SeededEmbedding
 
 # What every memory is written in: shared words, so searches match across processes.
 _WORDS = """
@@ -82,29 +83,16 @@ DIMENSION = 384
 SEEDED_NAME = f"seeded-random-{DIMENSION}"
 
 
-class SeededEmbedding:
-    """A random unit vector per distinct text, seeded by the text: deterministic, spread
-    like real embeddings, and a memory's own text finds it at similarity 1."""
-
-    def __init__(self, dimension: int = DIMENSION) -> None:
-        self.dimension = dimension
-
-    def __call__(self, texts: list[str]) -> list[list[float]]:
-        out = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-            vector = np.random.default_rng(seed).standard_normal(self.dimension)
-            out.append((vector / np.linalg.norm(vector)).tolist())
-        return out
-
-
 def open_store(url: str, collection: str, model: str) -> Any:
     from hybrid_memory import HybridMemory
 
     if model == "default":
         return HybridMemory(url=url, collection=collection)
     return HybridMemory(
-        url=url, collection=collection, embedding=SeededEmbedding(), embedding_name=SEEDED_NAME
+        url=url,
+        collection=collection,
+        embedding=SeededEmbedding(DIMENSION),
+        embedding_name=SEEDED_NAME,
     )
 
 

@@ -191,7 +191,7 @@ class ChromaCollection:
         """Delete the collection (a private in-memory store's, on close)."""
         with contextlib.suppress(Exception):  # it dies with the process anyway
             # Records first: Chroma 1.5 otherwise leaves their array-metadata index
-            # entries behind to match in the next collection (see legs.VectorLeg).
+            # entries behind to match in the next collection (see _legs.VectorLeg).
             while ids := self._collection.get(limit=PAGE, include=[])["ids"]:
                 self._collection.delete(ids=ids)
             self.client.delete_collection(self.name)

@@ -302,7 +302,7 @@ class HybridMemory:
         every ``sync_interval``; call :meth:`sync` to see another process's write
         at once)."""
         valid_page(limit, offset)
-        node = parse_filter(filter)
+        node = self._parse_filter(filter)  # the same checks as count, search and delete
         if limit == 0:
             return []
         self._maybe_sync()

@@ -218,6 +218,7 @@ def test_contains_on_a_single_valued_field_is_an_error_not_silence(seeded: Hybri
     assert "'s' holds single values" in str(error) and "$eq" in str(error)
     refused(seeded, "filter", seeded.count, {"s": {"$not_contains": "x"}})
     refused(seeded, "filter", seeded.delete, filter={"n": {"$contains": 1}})
+    refused(seeded, "filter", seeded.list_memories, {"s": {"$contains": "tex"}})
     # On a list field, and on a field nobody stores, it is list membership as in Chroma.
     assert seeded.count({"l": {"$contains": "a"}}) == 1
     assert seeded.count({"missing": {"$contains": "a"}}) == 0
