@@ -11,6 +11,7 @@ directory. Needs ``pip install -e integrations/mcp`` (or ``pip install hybrid-me
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import shutil
 import sys
@@ -60,11 +61,13 @@ async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> 
 
 async def main(store: str) -> None:
     command = server_command()
-    root = str(Path(__file__).resolve().parents[1])
+    # The server imports the hybrid_memory this example would: the checkout's when run
+    # from it with no install, else the installed one (never the checkout's by accident).
+    spec = importlib.util.find_spec("hybrid_memory")
+    root = str(Path(spec.origin).parents[1]) if spec and spec.origin else ""
     env = {
         "HYBRID_MEMORY_PATH": store,
         "HF_HUB_OFFLINE": "1",
-        # This checkout's code first, like the example's own imports.
         "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
     }
     params = StdioServerParameters(command=command[0], args=command[1:], env=env)
