@@ -126,6 +126,19 @@ class ChromaCollection:
         got = self.call("get", where={key: {"$gt": watermark}}, limit=1, include=[])
         return bool(got["ids"])
 
+    def ids_matching(self, where: Mapping[str, Any] | None) -> list[str]:
+        """The ids of every record passing ``where`` (Chroma syntax), read a page at a time."""
+        found: list[str] = []
+        while True:
+            got = self.call("get", where=where, limit=PAGE, offset=len(found), include=[])
+            if not got["ids"]:
+                return found
+            found.extend(got["ids"])
+
+    def vectors_by_id(self, ids: Sequence[str]) -> list[Any]:
+        """The stored vectors of those of ``ids`` that exist (a few: one read)."""
+        return list(self.call("get", ids=list(ids), include=["embeddings"])["embeddings"])
+
     # --- nearest neighbours ---------------------------------------------------------------
 
     def nearest(self, vector: Vector, n: int, where: dict[str, Any] | None) -> dict[str, float]:
@@ -171,6 +184,28 @@ class ChromaCollection:
             return max(1, int(self.client.get_max_batch_size()))
         except Exception:
             return 1000
+
+    def write(
+        self,
+        operation: str,
+        rows: Sequence[IndexRow],
+        vectors: Matrix,
+        metadatas: list[dict[str, Any]],
+    ) -> None:
+        """``add`` or ``upsert`` these rows (text as the document) with their vectors and
+        their metadata as Chroma stores it: one write, of at most :meth:`max_batch` rows."""
+        self.call(
+            operation,
+            ids=[r.id for r in rows],
+            embeddings=vectors,
+            documents=[r.text for r in rows],
+            metadatas=metadatas,
+        )
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete the records with these ids (distinct), a page at a time."""
+        for start in range(0, len(ids), PAGE):
+            self.call("delete", ids=list(ids[start : start + PAGE]))
 
     def check_dimension(self, vectors: Matrix) -> None:
         """Record the first vectors' dimension with the collection; refuse another one."""

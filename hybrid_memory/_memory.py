@@ -46,7 +46,7 @@ from hybrid_memory._inputs import (
     valid_text,
 )
 from hybrid_memory._parts import StoreParts
-from hybrid_memory._records import rows_from_chroma, to_memory
+from hybrid_memory._records import to_memory
 from hybrid_memory._search import Query
 from hybrid_memory._settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
 from hybrid_memory._timeutil import now_timestamp, to_timestamp
@@ -266,8 +266,11 @@ class HybridMemory:
         if not id_list:
             return []
         unique = list(dict.fromkeys(id_list))  # Chroma refuses a repeated id
-        got = self._parts.collection.call("get", ids=unique, include=["documents", "metadatas"])
-        found = {row.id: to_memory(row) for row in rows_from_chroma(got)}
+        found = {
+            row.id: to_memory(row)
+            for page in self._parts.collection.rows_by_id(unique)
+            for row in page
+        }
         for memory_id in id_list:
             if memory_id not in found:
                 raise MemoryNotFoundError(memory_id)

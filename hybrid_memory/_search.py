@@ -27,7 +27,7 @@ from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
 from hybrid_memory._recency import age_in_days, decay_factor
-from hybrid_memory._records import rows_from_chroma, to_memory
+from hybrid_memory._records import to_memory
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._tokens import count_tokens
 from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
@@ -112,11 +112,10 @@ class Searcher:
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
             top = order_by_score(fused)[: s.feedback_docs]
             if top:
-                got = self._collection.call("get", ids=top, include=["embeddings"])
                 weight = length_scaled_weight(
                     s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
                 )
-                vector = rocchio(vector, got["embeddings"], weight)
+                vector = rocchio(vector, self._collection.vectors_by_id(top), weight)
         vector_hits = (
             {}
             if vector is None
@@ -167,8 +166,8 @@ class Searcher:
             rows = self._index.rows(batch)
             unknown = [i for i in batch if i not in rows]
             if unknown:
-                got = self._collection.call("get", ids=unknown, include=["documents", "metadatas"])
-                rows.update((row.id, row) for row in rows_from_chroma(got))
+                for page in self._collection.rows_by_id(unknown):
+                    rows.update((row.id, row) for row in page)
             out.extend(to_memory(rows[i]) for i in batch if i in rows)
         return out
 

@@ -156,13 +156,7 @@ class Writer:
             written = False
             try:
                 with self._index.upserting(rows):
-                    self._collection.call(
-                        operation,
-                        ids=[r.id for r in rows],
-                        embeddings=vectors,
-                        documents=[r.text for r in rows],
-                        metadatas=metadatas,
-                    )
+                    self._collection.write(operation, rows, vectors, metadatas)
                     written = True
                 return
             except sqlite3.DatabaseError as exc:
@@ -201,12 +195,8 @@ class Writer:
                 max(now_timestamp(), old.updated_at),
             )
             with self._sync.writing():
-                self._collection.call(
-                    "upsert",
-                    ids=[memory_id],
-                    embeddings=vector,
-                    documents=[final_text],
-                    metadatas=[chroma_metadata(row, stored_metadata)],
+                self._collection.write(
+                    "upsert", [row], vector, [chroma_metadata(row, stored_metadata)]
                 )
                 self._sync.rebuilding_on_damage(lambda: self._index.upsert([row]))
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
@@ -227,7 +217,7 @@ class Writer:
         with self._lock:
             part, exact = chroma_part(node)
             if exact:
-                ids = list(self._collection.call("get", where=to_chroma(part), include=[])["ids"])
+                ids = self._collection.ids_matching(to_chroma(part))
             else:
                 ids = [
                     row.id
@@ -242,7 +232,7 @@ class Writer:
             return 0
         unique = list(dict.fromkeys(ids))
         with self._sync.writing():
-            self._collection.call("delete", ids=unique)
+            self._collection.delete(unique)
             self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
         self._tags.invalidate()
         return len(unique)
