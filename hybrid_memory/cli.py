@@ -1,7 +1,8 @@
 """The ``hybrid-memory`` command line.
 
     hybrid-memory eval DATASET_DIR [--k 10] [--json] [--set KEY=VALUE ...]
-                       [--sweep KEY=v1,v2,... ...] [--grid] [--peers] [--limit N] [--quiet]
+                       [--sweep KEY=v1,v2,... ...] [--grid] [--peers] [--by FIELD]
+                       [--run FILE] [--limit N] [--quiet]
     hybrid-memory peers install [mem0|mcp-memory-service ...]
     hybrid-memory peers list
 
@@ -14,7 +15,10 @@ every combination of several sweeps); ``--peers`` adds LangChain's EnsembleRetri
 LlamaIndex's QueryFusionRetriever and plain RRF on the same data (extra ``bench``, which
 the README's setup command installs through ``dev``), and mem0 and mcp-memory-service,
 each from a virtual environment of its own that ``peers install`` builds (a peer whose
-venv is not built is reported as not run, with the command that builds it). Progress
+venv is not built is reported as not run, with the command that builds it). Every
+peer and sweep row gets a p-value: a paired randomisation test of its per-query nDCG@k
+against our run's. ``--by metadata.type`` repeats the table for each value of that query
+field; ``--run FILE`` writes every system's ranking as a TREC run file. Progress
 goes to stderr; the report (or, with ``--json``, one JSON object) to stdout.
 
 ``python -m hybrid_memory ...`` runs the same command.
@@ -107,6 +111,20 @@ def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
         "venvs (built by: hybrid-memory peers install)",
     )
     run.add_argument(
+        "--by",
+        default=None,
+        metavar="FIELD",
+        help="also print the table for each value of a query field (e.g. metadata.type)",
+    )
+    run.add_argument(
+        "--run",
+        dest="run_file",
+        default=None,
+        metavar="FILE",
+        help="write each system's ranking as a TREC run: ours to FILE, every other "
+        "system beside it as <stem>.<system><suffix>",
+    )
+    run.add_argument(
         "--limit", type=int, default=None, metavar="N", help="only the first N queries"
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
@@ -150,6 +168,8 @@ def _eval(args: argparse.Namespace) -> int:
         sweeps=sweeps,
         grid=args.grid,
         peers=args.peers,
+        by=args.by,
+        run_file=args.run_file,
         progress=QUIET if args.quiet else Progress(sys.stderr),
     )
     if args.json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from hybrid_memory import HybridMemory, InvalidInputError
@@ -21,9 +22,26 @@ from hybrid_memory.evaluation.foreign import (
     foreign_peer,
     not_ready_reason,
 )
+from hybrid_memory.evaluation.metrics import metric_names
 from hybrid_memory.evaluation.peers import PEERS, EmbeddingLike, require_frameworks
-from hybrid_memory.evaluation.report import score_run
-from hybrid_memory.evaluation.runs import QUIET, Progress, build_memory, run_memory, run_peer
+from hybrid_memory.evaluation.report import (
+    add_p_values,
+    drop_ids,
+    group_queries,
+    per_query_scores,
+    score_run,
+)
+from hybrid_memory.evaluation.runs import (
+    QUIET,
+    Progress,
+    Run,
+    build_memory,
+    run_file_paths,
+    run_memory,
+    run_peer,
+    write_trec_run,
+)
+from hybrid_memory.evaluation.significance import DEFAULT_TRIALS
 
 __all__ = ["evaluate", "parse_setting", "parse_sweep"]
 
@@ -108,21 +126,45 @@ class _DocumentCache:
 
 def _foreign_run(
     name: str, embedding: EmbeddingLike, dataset: Dataset, k: int, progress: Progress
-) -> dict[str, Any]:
-    """A foreign peer's figures; ``{"not_run": why}`` when its venv is not built,
-    ``{"failed": error}`` when its driver failed (the other systems' figures stand)."""
+) -> tuple[dict[str, Any], Run | None]:
+    """A foreign peer's run; ``({"not_run": why}, None)`` when its venv is not built,
+    ``({"failed": error}, None)`` when its driver failed (the other systems' figures
+    stand). The dict carries the driver's description (``driver``)."""
     reason = not_ready_reason(name)
     if reason:
         progress.message(f"peer: {name}: not run: {reason}")
-        return {"not_run": reason}
+        return {"not_run": reason}, None
     progress.message(f"peer: {name}")
     factory = foreign_peer(name)
     try:
         run = run_peer(factory, embedding, dataset, k=k, progress=progress)
     except ForeignPeerError as exc:
         progress.message(f"peer: {name}: failed: {exc}")
-        return {"failed": str(exc)}
-    return {**score_run(run, dataset, k=k), "driver": factory.info}
+        return {"failed": str(exc)}, None
+    return {"driver": factory.info}, run
+
+
+class _Scorer:
+    """Scores every system's run the same way and compares it with our defaults'."""
+
+    def __init__(self, dataset: Dataset, k: int, by: str | None, trials: int) -> None:
+        self.dataset = dataset
+        self.k = k
+        self.by = by
+        self.trials = trials
+        self.runs: dict[str, Run] = {}
+        self._reference: dict[str, dict[str, float]] | None = None
+
+    def score(self, label: str, run: Run) -> dict[str, Any]:
+        """The run's figures; every run after the first (our defaults) gets p-values."""
+        self.runs[label] = run
+        result = score_run(run, self.dataset, k=self.k, by=self.by, keep_ids=True)
+        scores = per_query_scores(run, self.dataset, k=self.k)
+        if self._reference is None:
+            self._reference = scores
+        else:
+            add_p_values(result, self._reference, scores, k=self.k, trials=self.trials)
+        return drop_ids(result)
 
 
 def evaluate(
@@ -134,6 +176,9 @@ def evaluate(
     grid: bool = False,
     peers: bool = False,
     embedding: Any = None,
+    by: str | None = None,
+    run_file: str | Path | None = None,
+    trials: int = DEFAULT_TRIALS,
     progress: Progress = QUIET,
 ) -> dict[str, Any]:
     """Run the protocol; returns the JSON-ready report.
@@ -148,9 +193,19 @@ def evaluate(
     failed ``{"failed": "..."}``. The store
     is built once and reused through ``with_settings`` for every search-time point;
     a point that changes an ingest-time setting builds its own store.
+
+    Every peer and sweep point carries ``p_value``: the two-sided paired randomisation
+    test (``trials`` seeded sign flips, :mod:`~hybrid_memory.evaluation.significance`) of
+    its per-query nDCG@k against the top-level run's; ``significance`` says so. ``by``
+    (a dotted query field, e.g. ``metadata.type``) adds ``groups``: the same figures and
+    p-values for each value of that field, on every system. ``run_file`` writes each
+    system's ranking as a TREC run (:func:`~hybrid_memory.evaluation.runs.run_file_paths`
+    says where); ``run_files`` maps each system to its file.
     """
     if peers:
         require_frameworks()  # before the long run, not after it
+    if by is not None:
+        group_queries(dataset, by)  # a mistyped field fails now, not after the long run
     base = dict(overrides or {})
     stored = len(dataset.storable())
     report: dict[str, Any] = {
@@ -159,6 +214,8 @@ def evaluate(
         "k": k,
         "settings": base,
     }
+    if by is not None:
+        report["by"] = by
     blank = len(dataset.corpus) - stored
     if blank:
         report["blank_texts_skipped"] = blank
@@ -167,9 +224,12 @@ def evaluate(
         + (f" ({blank} blank corpus lines left out)" if blank else "")
         + f", {len(dataset.judged_queries())} judged queries"
     )
+    scorer = _Scorer(dataset, k, by, trials)
     memory = build_memory(dataset, base, embedding=embedding, progress=progress)
     try:
-        report.update(score_run(run_memory(memory, dataset, k=k, progress=progress), dataset, k=k))
+        report.update(
+            scorer.score("hybrid-memory", run_memory(memory, dataset, k=k, progress=progress))
+        )
         points = _sweep_points(sweeps, grid)
         if points:
             rows: list[dict[str, Any]] = []
@@ -191,7 +251,8 @@ def evaluate(
                         rebuilt.close()
                 else:
                     run = run_memory(view, dataset, k=k, progress=progress)
-                rows.append({"settings": point, **score_run(run, dataset, k=k)})
+                label = "sweep " + " ".join(f"{key}={json.dumps(v)}" for key, v in point.items())
+                rows.append({"settings": point, **scorer.score(label, run)})
             report["sweep"] = rows
         if peers:
             cached = _DocumentCache(memory.embedder)
@@ -199,9 +260,22 @@ def evaluate(
             for name, factory in PEERS.items():
                 progress.message(f"peer: {name}")
                 run = run_peer(factory, cached, dataset, k=k, progress=progress)
-                report["peers"][name] = score_run(run, dataset, k=k)
+                report["peers"][name] = scorer.score(name, run)
             for name in FOREIGN_PEERS:
-                report["peers"][name] = _foreign_run(name, cached, dataset, k, progress)
+                outcome, foreign_run = _foreign_run(name, cached, dataset, k, progress)
+                if foreign_run is not None:
+                    outcome = {**scorer.score(name, foreign_run), **outcome}
+                report["peers"][name] = outcome
     finally:
         memory.close()
+    if len(scorer.runs) > 1:
+        report["significance"] = {
+            "metric": metric_names(k)[0],
+            "test": f"two-sided paired randomisation test, {trials} sign flips, seed 0",
+        }
+    if run_file is not None:
+        paths = run_file_paths(run_file, list(scorer.runs))
+        for label, path in paths.items():
+            write_trec_run(scorer.runs[label], path, label)
+        report["run_files"] = {label: str(path) for label, path in paths.items()}
     return report

@@ -154,6 +154,17 @@ def _require(module: str, package: str) -> None:
         ) from exc
 
 
+def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    """``items`` cut into consecutive slices of at most ``size``."""
+    return [items[start : start + size] for start in range(0, len(items), max(1, size))]
+
+
+def _max_batch(client: Any) -> int:
+    """The most records the Chroma client takes in one add (5,461 for the embedded
+    client on SQLite): a peer's add above it fails, so every peer adds in slices of it."""
+    return int(client.get_max_batch_size())
+
+
 def _new_collection(prefix: str) -> tuple[Any, Any, str]:
     """A fresh cosine collection in Chroma's in-process client.
 
@@ -234,7 +245,14 @@ class _LangChainEnsemble:
 
         texts = [peer_text(r) for r in records]
         metadatas = [{"id": r.id} for r in records]
-        self._vectorstore.add_texts(texts, metadatas=metadatas, ids=[r.id for r in records])
+        # add_texts hands everything to Chroma in one call, which refuses more than the
+        # client's max batch size: a user adding a large corpus must slice it too.
+        for batch in _batches(range(len(records)), _max_batch(self._client)):
+            self._vectorstore.add_texts(
+                [texts[i] for i in batch],
+                metadatas=[metadatas[i] for i in batch],
+                ids=[records[i].id for i in batch],
+            )
         self._texts.extend(texts)
         self._metadatas.extend(metadatas)
         # rank_bm25 cannot add documents: the keyword leg is rebuilt over everything.
@@ -319,7 +337,9 @@ class _LlamaIndexFusion:
 
         # No node metadata: LlamaIndex would embed and BM25-index it with the text.
         nodes = [TextNode(id_=r.id, text=peer_text(r)) for r in records]
-        self._index.insert_nodes(nodes)
+        # ChromaVectorStore slices at 41,665 nodes, above the client's max batch size.
+        for batch in _batches(nodes, _max_batch(self._client)):
+            self._index.insert_nodes(list(batch))
         self._nodes.extend(nodes)
         # bm25s cannot add documents: the keyword leg is rebuilt over everything, now,
         # so the cost lands in add() as it does for a user.
@@ -393,8 +413,9 @@ class _PlainRRF:
         texts = [peer_text(r) for r in records]
         ids = [r.id for r in records]
         vectors = self._embedding.embed_documents(texts)
-        for start in range(0, len(ids), 1000):
-            end = start + 1000
+        size = _max_batch(self._client)
+        for start in range(0, len(ids), size):
+            end = start + size
             self._collection.add(ids=ids[start:end], embeddings=vectors[start:end])
         rows = zip(ids, texts, strict=True)
         self._db.executemany("INSERT INTO docs (id, text) VALUES (?, ?)", rows)

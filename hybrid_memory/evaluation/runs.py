@@ -10,17 +10,28 @@ peer run builds one peer per distinct query filter over the lines that filter se
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.evaluation.datasets import Dataset, Query
 from hybrid_memory.evaluation.peers import EmbeddingLike, Peer, PeerRecord, matches_filter
 
-__all__ = ["QUIET", "Progress", "Run", "build_memory", "run_memory", "run_peer"]
+__all__ = [
+    "QUIET",
+    "Progress",
+    "Run",
+    "build_memory",
+    "run_file_paths",
+    "run_memory",
+    "run_peer",
+    "write_trec_run",
+]
 
 
 class Progress:
@@ -154,3 +165,40 @@ def run_peer(
         finally:
             peer.close()
     return run
+
+
+# --- TREC run files ----------------------------------------------------------------------
+
+
+def _slug(name: str) -> str:
+    """A file-name and run-tag safe form of a system's name."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "-", name).strip("-") or "system"
+
+
+def run_file_paths(path: str | Path, names: Sequence[str]) -> dict[str, Path]:
+    """Where each system's run goes: the first system (our defaults) at ``path`` itself,
+    every other beside it as ``<stem>.<system>.<suffix>`` (``runs.trec`` →
+    ``runs.plain-RRF-...trec``), so each file is one run, as trec_eval expects."""
+    base = Path(path)
+    paths: dict[str, Path] = {}
+    for position, name in enumerate(names):
+        if position == 0:
+            paths[name] = base
+        else:
+            paths[name] = base.with_name(f"{base.stem}.{_slug(name)}{base.suffix}")
+    return paths
+
+
+def write_trec_run(run: Run, path: str | Path, tag: str) -> None:
+    """Write ``run`` in TREC format, ``qid Q0 docid rank score tag`` a line.
+
+    The runs keep only the order, so the score is ``n - rank + 1`` (n = the query's
+    number of hits): strictly decreasing, which is all trec_eval uses it for.
+    """
+    tag = _slug(tag)
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for query_id, ranked in run.ranked.items():
+            distinct = list(dict.fromkeys(ranked))
+            for rank, doc_id in enumerate(distinct, start=1):
+                score = len(distinct) - rank + 1
+                handle.write(f"{query_id} Q0 {doc_id} {rank} {score} {tag}\n")

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from hybrid_memory import HybridMemorySettings
 from hybrid_memory.cli import main
-from hybrid_memory.evaluation import evaluate, load_dataset
+from hybrid_memory.evaluation import evaluate, format_report, load_dataset
 from tests.conftest import SHARED_DATA, HashEmbedding, write_collection
 
 METRIC_KEYS = {"ndcg@10", "recall@5", "recall@10", "mrr@10", "p50_ms", "n_queries"}
@@ -253,3 +254,112 @@ def test_shared_datasets_load() -> None:
         dataset = load_dataset(SHARED_DATA / name)
         assert len(dataset.corpus) == memories
         assert len(dataset.judged_queries()) == queries
+
+
+# --- breakdowns, significance and run files -------------------------------------------------
+
+
+def test_by_field_groups_every_system_and_sweeps_carry_p_values(
+    toy: Path, hash_embedding: HashEmbedding
+) -> None:
+    report = evaluate(
+        load_dataset(toy),
+        embedding=hash_embedding,
+        by="filter.conversation",
+        sweeps=[("alpha", [0.0, 1.0])],
+    )
+    assert report["by"] == "filter.conversation"
+    # q4 has no filter: it is its own group, "(none)".
+    assert {name: g["n_queries"] for name, g in report["groups"].items()} == {
+        "(none)": 1,
+        "c1": 2,
+        "c2": 1,
+    }
+    for group in report["groups"].values():
+        assert "p_value" not in group  # the reference run is not compared with itself
+    for row in report["sweep"]:
+        assert 0 < row["p_value"] <= 1
+        assert set(row["groups"]) == set(report["groups"])
+        for group in row["groups"].values():
+            assert 0 < group["p_value"] <= 1 and "ids" not in group
+    assert report["significance"]["metric"] == "ndcg@10"
+    text = format_report(report)
+    assert "filter.conversation = c1 (2 queries):" in text
+    assert 'sweep {"alpha": 0.0}' in text
+
+
+def test_a_sweep_point_equal_to_the_defaults_has_p_one(
+    toy: Path, hash_embedding: HashEmbedding
+) -> None:
+    default_alpha = HybridMemorySettings().alpha
+    report = evaluate(
+        load_dataset(toy), embedding=hash_embedding, sweeps=[("alpha", [default_alpha])]
+    )
+    assert report["sweep"][0]["p_value"] == 1.0
+
+
+def test_an_unknown_by_field_fails_before_the_run(
+    toy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = _run(capsys, str(toy), "--by", "metadata.nothing_here")
+    assert status == 2 and out == ""
+    assert "--by" in err and "metadata.nothing_here" in err and "ingest" not in err
+    status, _, err = _run(capsys, str(toy), "--by", "colour")
+    assert status == 2 and "metadata" in err
+
+
+def test_run_files_are_trec_runs_that_trec_eval_scores_as_the_report_does(
+    toy: Path, hash_embedding: HashEmbedding, tmp_path: Path
+) -> None:
+    import ir_measures
+    from ir_measures import nDCG
+
+    target = tmp_path / "runs" / "toy.trec"
+    target.parent.mkdir()
+    report = evaluate(
+        load_dataset(toy),
+        embedding=hash_embedding,
+        sweeps=[("alpha", [0.0])],
+        run_file=target,
+    )
+    files = report["run_files"]
+    assert files["hybrid-memory"] == str(target)
+    assert files["sweep alpha=0.0"] == str(tmp_path / "runs" / "toy.sweep-alpha=0.0.trec")
+    qrels = [ir_measures.Qrel(query, doc, 1) for query, doc in QRELS.items()]
+    for label, path in files.items():
+        lines = Path(path).read_text().splitlines()
+        fields = [line.split() for line in lines]
+        assert all(len(f) == 6 and f[1] == "Q0" for f in fields)
+        assert {f[5] for f in fields} == {label.replace(" ", "-")}
+        run = list(ir_measures.read_trec_run(path))
+        measured = ir_measures.calc_aggregate([nDCG @ 10], qrels, run)[nDCG @ 10]
+        expected = report if label == "hybrid-memory" else report["sweep"][0]
+        # trec_eval averages over the queries the run answers: all four here.
+        assert measured == pytest.approx(expected["ndcg@10"], abs=1e-4), label
+
+
+@pytest.mark.slow
+def test_cli_by_and_run_with_peers(
+    toy: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("HYBRID_MEMORY_PEER_VENVS", str(tmp_path / "no-venvs"))
+    target = tmp_path / "toy.trec"
+    argv = ["--peers", "--by", "metadata.category", "--run", str(target), "--quiet"]
+    status, out, err = _run(capsys, str(toy), "--json", *argv)
+    assert status == 0, err
+    report = json.loads(out)
+    ran = [name for name, res in report["peers"].items() if "not_run" not in res]
+    assert len(ran) == 3
+    for name in ran:
+        figures = report["peers"][name]
+        assert 0 < figures["p_value"] <= 1
+        assert set(figures["groups"]) == {"1", "2"}
+        assert all(0 < g["p_value"] <= 1 for g in figures["groups"].values())
+        assert Path(report["run_files"][name]).is_file()
+    assert set(report["run_files"]) == {"hybrid-memory", *ran}
+    status, out, err = _run(capsys, str(toy), *argv)
+    assert status == 0, err
+    assert "p (ndcg@10)" in out and "metadata.category = 1 (2 queries):" in out

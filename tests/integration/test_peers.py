@@ -228,3 +228,23 @@ def test_cli_prints_peers_beside_our_figures(
     text = capsys.readouterr().out
     for name in ("hybrid-memory", *PEERS):
         assert name in text
+
+
+@FACTORIES
+def test_a_corpus_above_chromas_max_batch_size_is_added_in_slices(
+    factory: Callable[[EmbeddingLike], Peer],
+) -> None:
+    """Chroma's embedded client refuses more than get_max_batch_size() records per add
+    (5,461): a peer given more (LongMemEval has 10,866) must slice, not crash."""
+    import chromadb
+
+    limit = chromadb.EphemeralClient().get_max_batch_size()
+    records = [PeerRecord(f"r{i}", f"filler memory number {i}") for i in range(limit + 7)]
+    records[-1] = PeerRecord("last", "zebra crossing")
+    peer = factory(HashEmbedder())
+    try:
+        peer.add(records)
+        # Every slice landed: the last record is found by both of its words.
+        assert "last" in peer.search("zebra crossing", 10)
+    finally:
+        peer.close()
