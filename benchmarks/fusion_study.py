@@ -32,11 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._feedback import rocchio
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._tags import normalise_tag
-from hybrid_memory.evaluation import (
+from hybrid_memory_eval import (
     Dataset,
     build_memory,
     load_dataset,
@@ -44,6 +40,11 @@ from hybrid_memory.evaluation import (
     ndcg_at_k,
     recall_at_k,
 )
+
+from benchmarks.vector_cache import CachedEmbedding
+from hybrid_memory._feedback import rocchio
+from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._tags import normalise_tag
 
 DEPTH = 200  # the deepest candidate list any configuration asks for
 

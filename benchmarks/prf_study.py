@@ -42,6 +42,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hybrid_memory_eval import build_memory
+
 from benchmarks.fusion_study import (
     DEFAULTS,
     PLAIN,
@@ -58,7 +60,6 @@ from benchmarks.fusion_study import (
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._index.bm25 import STOPWORDS, query_words
 from hybrid_memory._index.postings import K1, B, bm25_idf
-from hybrid_memory.evaluation import build_memory
 
 
 @dataclass

@@ -46,7 +46,7 @@ exact duplicates, as when an agent adds memories); Chroma's own ``collection.add
 ids, vectors, documents and metadata on disk and in memory (vector search only, the
 floor under any Chroma-based store); with ``--peers`` LangChain ``EnsembleRetriever``
 (rank_bm25 ``BM25Retriever`` + Chroma) and LlamaIndex ``QueryFusionRetriever`` (bm25s
-``BM25Retriever`` + Chroma vector index) from :mod:`hybrid_memory.evaluation.peers`, both
+``BM25Retriever`` + Chroma vector index) from :mod:`hybrid_memory_eval.peers`, both
 in memory (Chroma's ephemeral client), both indexing ``"<tags>: <text>"``. LangChain's
 ``Chroma.add_texts`` sends one batch, which Chroma refuses above its maximal batch size
 (5,461): the LangChain peer's ingest then falls back to adds of that size, each
@@ -340,7 +340,7 @@ def generate_memories(
 
 
 def peer_text_of(memory: dict[str, Any]) -> str:
-    from hybrid_memory.evaluation import PeerRecord, peer_text
+    from hybrid_memory_eval import PeerRecord, peer_text
 
     return peer_text(PeerRecord(memory["id"], memory["text"], tuple(memory["tags"])))
 
@@ -635,7 +635,7 @@ class PeerSystem(System):
 
     @staticmethod
     def _record(memory: dict[str, Any]) -> Any:
-        from hybrid_memory.evaluation import PeerRecord
+        from hybrid_memory_eval import PeerRecord
 
         return PeerRecord(memory["id"], memory["text"], tuple(memory["tags"]), memory["metadata"])
 
@@ -689,7 +689,7 @@ def build_system(name: str, embedding: TableEmbedding, scratch: Path) -> System:
         return ChromaOnly(embedding, None)
     if name == CHROMA_LAYOUT:
         return ChromaWithLayout(embedding, scratch / "chroma")
-    from hybrid_memory.evaluation import langchain_ensemble, llama_index_fusion
+    from hybrid_memory_eval import langchain_ensemble, llama_index_fusion
 
     if name == LANGCHAIN:
         return PeerSystem(embedding, langchain_ensemble)

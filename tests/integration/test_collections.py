@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hybrid_memory_eval import load_dataset
 
 from benchmarks.collections import available, cache_root, convert_smart
-from hybrid_memory.evaluation import load_dataset
 
 SMART_DOCS = """.I 1
 .T

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hybrid_memory_eval import evaluate, format_report, load_dataset
+from hybrid_memory_eval.cli import main
 
 from hybrid_memory import HybridMemorySettings
-from hybrid_memory.cli import main
-from hybrid_memory.evaluation import evaluate, format_report, load_dataset
 from tests.conftest import SHARED_DATA, HashEmbedding, write_collection
 
 METRIC_KEYS = {"ndcg@10", "recall@5", "recall@10", "mrr@10", "p50_ms", "n_queries"}

@@ -11,17 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory.cli import main
-from hybrid_memory.evaluation import PEERS, PeerRecord, evaluate, format_report, load_dataset
-from hybrid_memory.evaluation.foreign import (
+from hybrid_memory_eval import PEERS, PeerRecord, evaluate, format_report, load_dataset
+from hybrid_memory_eval.cli import main
+from hybrid_memory_eval.foreign import (
     FOREIGN_PEERS,
     MANIFEST,
     ForeignPeer,
     foreign_peer,
     not_ready_reason,
 )
+
+from hybrid_memory._embeddings import MiniLMEmbedder
 from tests.conftest import HashEmbedding, write_collection
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 

@@ -7,11 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory.cli import main
-from hybrid_memory.evaluation import (
+from hybrid_memory_eval import (
     PEERS,
     EmbeddingLike,
     Peer,
@@ -24,7 +20,11 @@ from hybrid_memory.evaluation import (
     plain_rrf,
     run_peer,
 )
-from hybrid_memory.evaluation.foreign import FOREIGN_PEERS
+from hybrid_memory_eval.cli import main
+from hybrid_memory_eval.foreign import FOREIGN_PEERS
+
+from hybrid_memory._embeddings import MiniLMEmbedder
+from hybrid_memory._errors import InvalidInputError
 from tests.conftest import HashEmbedding, write_collection
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 

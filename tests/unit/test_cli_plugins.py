@@ -3,6 +3,7 @@ arguments, and a known plugin that is missing is named with its install line."""
 
 from __future__ import annotations
 
+from importlib import metadata
 from importlib.metadata import EntryPoint
 
 import pytest
@@ -38,7 +39,31 @@ def test_a_plugin_that_fails_to_import_is_reported(
     assert "pip install hybrid-memory-mcp" in capsys.readouterr().err
 
 
-def test_builtin_commands_cannot_be_taken_by_plugins() -> None:
-    assert "eval" not in cli.plugin_commands()
-    help_text = cli.build_parser(["mcp"]).format_help()
-    assert "mcp" in help_text and "eval" in help_text
+def test_the_evaluation_commands_are_plugins_named_when_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The harness is its own distribution: without it, eval and peers say how to get it.
+    monkeypatch.setattr(cli, "plugin_commands", dict)
+    for name in ("eval", "peers"):
+        assert cli.main([name, "somewhere"]) == 2
+        err = capsys.readouterr().err
+        assert "pip install hybrid-memory-eval" in err
+        assert "pip install -e benchmarks/evaluation" in err
+    help_text = cli.build_parser([]).format_help()
+    assert "eval" in help_text and "not installed" in help_text
+
+
+def test_the_evaluation_distribution_registers_eval_and_peers() -> None:
+    try:
+        distribution = metadata.distribution("hybrid-memory-eval")
+    except metadata.PackageNotFoundError:
+        pytest.skip("hybrid-memory-eval is not installed (pip install -e benchmarks/evaluation)")
+    registered = {
+        e.name: e.value for e in distribution.entry_points if e.group == cli.COMMANDS_GROUP
+    }
+    assert registered == {
+        "eval": "hybrid_memory_eval.cli:eval_command",
+        "peers": "hybrid_memory_eval.cli:peers_command",
+    }
+    found = cli.plugin_commands()
+    assert found["eval"].value == registered["eval"] and found["peers"].load() is not None

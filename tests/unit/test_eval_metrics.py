@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory.evaluation import (
+from hybrid_memory_eval import (
     Dataset,
     Document,
     Query,
@@ -24,6 +22,8 @@ from hybrid_memory.evaluation import (
     recall_at_k,
     score_run,
 )
+
+from hybrid_memory._errors import InvalidInputError
 
 LOG2_3 = math.log2(3)  # the discount at rank 2
 LOG2_4 = 2.0  # the discount at rank 3

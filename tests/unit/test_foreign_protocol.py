@@ -10,9 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from hybrid_memory.evaluation import PeerRecord
-from hybrid_memory.evaluation.foreign import (
+from hybrid_memory_eval import PeerRecord
+from hybrid_memory_eval.foreign import (
     DRIVERS,
     FOREIGN_PEERS,
     ForeignPeer,

@@ -1,6 +1,6 @@
 """The hand-written metrics against trec_eval and the MS MARCO scorer, through ir-measures.
 
-``hybrid_memory.evaluation.metrics`` writes the protocol's definitions out by hand
+``hybrid_memory_eval.metrics`` writes the protocol's definitions out by hand
 (``../shared/data/README.md``): nDCG@10 with gain 2^rel − 1 and discount log2(i + 1),
 Recall@k over grade ≥ 1, MRR@10. Here every figure is recomputed by well-kept evaluation
 code and must agree per query to 1e-9:
@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import ir_measures
 import pytest
+from hybrid_memory_eval.datasets import Dataset, load_dataset
+from hybrid_memory_eval.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from ir_measures import RR, R, nDCG
 
-from hybrid_memory.evaluation.datasets import Dataset, load_dataset
-from hybrid_memory.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from tests.conftest import SHARED_DATA
 
 K = 10

@@ -6,9 +6,9 @@ import itertools
 
 import numpy as np
 import pytest
+from hybrid_memory_eval.significance import paired_randomisation_test
 
 from hybrid_memory import InvalidInputError
-from hybrid_memory.evaluation.significance import paired_randomisation_test
 
 
 def _exact_p(a: list[float], b: list[float]) -> float:

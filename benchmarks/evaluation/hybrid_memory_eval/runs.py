@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hybrid_memory import HybridMemory
-from hybrid_memory.evaluation.datasets import Dataset, Query
-from hybrid_memory.evaluation.peers import EmbeddingLike, Peer, PeerRecord, matches_filter
+from hybrid_memory_eval.datasets import Dataset, Query
+from hybrid_memory_eval.peers import EmbeddingLike, Peer, PeerRecord, matches_filter
 
 __all__ = [
     "QUIET",

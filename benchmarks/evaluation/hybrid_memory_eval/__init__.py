@@ -1,12 +1,14 @@
 """The evaluation harness behind ``hybrid-memory eval``, and the peers it measures against.
 
-Not part of the store: nothing in the core imports this package (``hybrid-memory eval``
-loads it when run). It runs the protocol of the shared evaluation data on any folder in
-its format (:mod:`~hybrid_memory.evaluation.datasets`), scores with nDCG@k, Recall@5,
-Recall@k and MRR@k (:mod:`~hybrid_memory.evaluation.metrics`), and reports each system's
-figures and query latency p50::
+Not part of the store: a distribution of its own, ``hybrid-memory-eval``
+(``benchmarks/evaluation`` in the repository), which the core never imports; its
+``hybrid-memory eval`` and ``hybrid-memory peers`` commands reach the ``hybrid-memory``
+command through the ``hybrid_memory.commands`` entry points. It runs the protocol of
+the shared evaluation data on any folder in its format
+(:mod:`~hybrid_memory_eval.datasets`), scores with nDCG@k, Recall@5, Recall@k and MRR@k
+(:mod:`~hybrid_memory_eval.metrics`), and reports each system's figures and query latency p50::
 
-    from hybrid_memory.evaluation import evaluate, format_report, load_dataset
+    from hybrid_memory_eval import evaluate, format_report, load_dataset
 
     report = evaluate(load_dataset("../shared/data/locomo"), peers=True)
     report["ndcg@10"], report["recall@10"], report["p50_ms"], report["peers"]
@@ -28,16 +30,16 @@ run from a virtual environment of its own by a driver in ``drivers/``, built by
 
 from __future__ import annotations
 
-from hybrid_memory.evaluation.datasets import Dataset, Document, Query, load_dataset
-from hybrid_memory.evaluation.foreign import (
+from hybrid_memory_eval.datasets import Dataset, Document, Query, load_dataset
+from hybrid_memory_eval.foreign import (
     FOREIGN_PEERS,
     ForeignPeer,
     ForeignPeerError,
     foreign_peer,
 )
-from hybrid_memory.evaluation.harness import evaluate, parse_setting, parse_sweep
-from hybrid_memory.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
-from hybrid_memory.evaluation.peers import (
+from hybrid_memory_eval.harness import evaluate, parse_setting, parse_sweep
+from hybrid_memory_eval.metrics import mrr_at_k, ndcg_at_k, recall_at_k
+from hybrid_memory_eval.peers import (
     PEERS,
     EmbeddingLike,
     Peer,
@@ -49,8 +51,8 @@ from hybrid_memory.evaluation.peers import (
     plain_rrf,
     require_frameworks,
 )
-from hybrid_memory.evaluation.report import format_report, score_run
-from hybrid_memory.evaluation.runs import (
+from hybrid_memory_eval.report import format_report, score_run
+from hybrid_memory_eval.runs import (
     QUIET,
     Progress,
     Run,

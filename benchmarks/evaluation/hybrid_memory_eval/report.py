@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hybrid_memory import InvalidInputError
-from hybrid_memory.evaluation.datasets import Dataset, Query
-from hybrid_memory.evaluation.metrics import metric_names, mrr_at_k, ndcg_at_k, recall_at_k
-from hybrid_memory.evaluation.runs import Run
-from hybrid_memory.evaluation.significance import paired_randomisation_test
+from hybrid_memory_eval.datasets import Dataset, Query
+from hybrid_memory_eval.metrics import metric_names, mrr_at_k, ndcg_at_k, recall_at_k
+from hybrid_memory_eval.runs import Run
+from hybrid_memory_eval.significance import paired_randomisation_test
 
 __all__ = [
     "NO_VALUE",

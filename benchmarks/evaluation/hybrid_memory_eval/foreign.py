@@ -4,11 +4,11 @@ environment, driven as a subprocess over JSON lines.
 mem0 (``mem0ai``) pins a protobuf older than ours, and mcp-memory-service needs
 ``mcp<2`` where hybrid-memory's MCP plugin needs ``mcp>=2.3``; so each is installed in
 a virtual environment of its own (``hybrid-memory peers install``) and run there by a
-small driver script (``hybrid_memory/evaluation/drivers/``, standard library plus the
+small driver script (``hybrid_memory_eval/drivers/``, standard library plus the
 peer library; each driver's docstring says exactly how it uses its library and which
 defaults apply)::
 
-    from hybrid_memory.evaluation.foreign import foreign_peer
+    from hybrid_memory_eval.foreign import foreign_peer
 
     make = foreign_peer("mem0")            # a Peer factory, like the entries of PEERS
     peer = make(embedding)                 # starts <venv>/bin/python mem0_driver.py
@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_memory import HybridMemoryError
-from hybrid_memory.evaluation.peers import EmbeddingLike, PeerRecord, peer_text
+from hybrid_memory_eval.peers import EmbeddingLike, PeerRecord, peer_text
 
 __all__ = [
     "FOREIGN_PEERS",
@@ -259,7 +259,7 @@ def build_venv(name: str, *, progress: Callable[[str], None] = print) -> dict[st
 
 
 class ForeignPeer:
-    """One running driver behind the :class:`~hybrid_memory.evaluation.peers.Peer` protocol."""
+    """One running driver behind the :class:`~hybrid_memory_eval.peers.Peer` protocol."""
 
     #: Records per ``add`` request.
     batch_size = 256
@@ -447,7 +447,7 @@ def _slug(name: str) -> str:
 
 
 class ForeignPeerFactory:
-    """A :data:`~hybrid_memory.evaluation.peers.PEERS`-style factory for one foreign
+    """A :data:`~hybrid_memory_eval.peers.PEERS`-style factory for one foreign
     peer; :attr:`info` holds what the last driver it started said about itself
     (library, version, store, search settings)."""
 

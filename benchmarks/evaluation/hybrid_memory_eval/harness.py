@@ -2,7 +2,7 @@
 sweep of settings, and the peers, on one dataset, as one JSON-ready report.
 
 Every query is searched at k = 10 (by default) and scored with the metrics of
-:mod:`hybrid_memory.evaluation.metrics`, averaged over the queries that have at least
+:mod:`hybrid_memory_eval.metrics`, averaged over the queries that have at least
 one relevant judgment.
 """
 
@@ -15,23 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_memory import HybridMemory, InvalidInputError
-from hybrid_memory.evaluation.datasets import Dataset
-from hybrid_memory.evaluation.foreign import (
+from hybrid_memory_eval.datasets import Dataset
+from hybrid_memory_eval.foreign import (
     FOREIGN_PEERS,
     ForeignPeerError,
     foreign_peer,
     not_ready_reason,
 )
-from hybrid_memory.evaluation.metrics import metric_names
-from hybrid_memory.evaluation.peers import PEERS, EmbeddingLike, require_frameworks
-from hybrid_memory.evaluation.report import (
+from hybrid_memory_eval.metrics import metric_names
+from hybrid_memory_eval.peers import PEERS, EmbeddingLike, require_frameworks
+from hybrid_memory_eval.report import (
     add_p_values,
     drop_ids,
     group_queries,
     per_query_scores,
     score_run,
 )
-from hybrid_memory.evaluation.runs import (
+from hybrid_memory_eval.runs import (
     QUIET,
     Progress,
     Run,
@@ -41,7 +41,7 @@ from hybrid_memory.evaluation.runs import (
     run_peer,
     write_trec_run,
 )
-from hybrid_memory.evaluation.significance import DEFAULT_TRIALS
+from hybrid_memory_eval.significance import DEFAULT_TRIALS
 
 __all__ = ["evaluate", "parse_setting", "parse_sweep"]
 
@@ -187,7 +187,7 @@ def evaluate(
     ``recall@10``, ``mrr@10``, ``p50_ms``, ``n_queries``, ``categories`` when queries
     carry ``metadata.category``), plus ``sweep`` (one entry per swept point, each with
     its ``settings``) and ``peers`` (name → the same metrics) when asked for. The
-    foreign peers (mem0, mcp-memory-service: :mod:`~hybrid_memory.evaluation.foreign`)
+    foreign peers (mem0, mcp-memory-service: :mod:`~hybrid_memory_eval.foreign`)
     add ``driver`` (library, version, store, search settings); one whose venv is not
     built is ``{"not_run": "no venv at ...; build it with: ..."}``, one whose driver
     failed ``{"failed": "..."}``. The store
@@ -195,11 +195,11 @@ def evaluate(
     a point that changes an ingest-time setting builds its own store.
 
     Every peer and sweep point carries ``p_value``: the two-sided paired randomisation
-    test (``trials`` seeded sign flips, :mod:`~hybrid_memory.evaluation.significance`) of
+    test (``trials`` seeded sign flips, :mod:`~hybrid_memory_eval.significance`) of
     its per-query nDCG@k against the top-level run's; ``significance`` says so. ``by``
     (a dotted query field, e.g. ``metadata.type``) adds ``groups``: the same figures and
     p-values for each value of that field, on every system. ``run_file`` writes each
-    system's ranking as a TREC run (:func:`~hybrid_memory.evaluation.runs.run_file_paths`
+    system's ranking as a TREC run (:func:`~hybrid_memory_eval.runs.run_file_paths`
     says where); ``run_files`` maps each system to its file.
     """
     if peers:

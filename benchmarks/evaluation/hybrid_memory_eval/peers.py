@@ -17,10 +17,10 @@ documentation shows it, using the same embedding model as hybrid-memory:
 The first two need the optional extra ``bench`` (``pip install 'hybrid-agent-memory[bench]'``); this
 module imports the frameworks only when a peer is built.
 
-The API is stable (the quality harness :func:`hybrid_memory.evaluation.evaluate` and
+The API is stable (the quality harness :func:`hybrid_memory_eval.evaluate` and
 the speed benchmark ``benchmarks/scale.py`` use it)::
 
-    from hybrid_memory.evaluation import PeerRecord, langchain_ensemble, llama_index_fusion
+    from hybrid_memory_eval import PeerRecord, langchain_ensemble, llama_index_fusion
 
     peer = llama_index_fusion(embedding)          # any object with the Embedder protocol
     peer.add([PeerRecord("m1", "Alice prefers dark mode", tags=("alice",))])
