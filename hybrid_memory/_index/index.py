@@ -241,6 +241,12 @@ class KeywordIndex:
         with self._lock:
             return self.reads.rows(ids)
 
+    def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
+        """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist (for
+        the tag leg, which also counts the tags a memory's text names)."""
+        with self._lock:
+            return self.reads.texts_and_tags(ids)
+
     def search(
         self,
         text: str,
