@@ -8,7 +8,7 @@ returns ``{id: score}`` best first.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Vector
@@ -137,10 +137,14 @@ class TagLeg:
         exclude: str | None,
         scope: Scope | None,
         text: str = "",
+        keyword_ids: Iterable[str] = (),
     ) -> None:
         self._index = index
         self._tags = tags
         self._query_words = content_words(text)
+        # A memory holding every word of the query matches each of its keyword terms,
+        # so those worth reading for naming are among the keyword leg's hits.
+        self._keyword_ids = frozenset(keyword_ids)
         self._depth = depth
         self._node = node
         self._rows = None if scope is None else scope.rows
@@ -165,7 +169,9 @@ class TagLeg:
                 self._tags, len(new), self._node, among=new, within=self._rows
             )
             self._carrying.update((m.id, m) for m in found)
-            self._carrying.update((m.id, m) for m in self._naming(new))
+            self._carrying.update(
+                (m.id, m) for m in self._naming([i for i in new if i in self._keyword_ids])
+            )
             self._asked.update(new)
         among = sorted(
             (self._carrying[i] for i in best_ranks if i in self._carrying), key=tag_order
@@ -184,11 +190,14 @@ class TagLeg:
         """Those of ``ids`` that hold every word of the query and name an asked tag they
         do not carry, each with how many asked tags it carries or names. (``ids`` come
         from the other legs, which applied the search's filter already.)"""
-        if not self._query_words:
+        if not self._query_words or not ids:
             return []
         asked = set(self._tags)
         out = []
         for memory_id, row, created, text, tags in self._index.texts_and_tags(ids):
+            folded = text.casefold()  # a cheap first test: every word as a substring
+            if not all(w in folded for w in self._query_words):
+                continue
             if not self._query_words.issubset(words(text)):
                 continue
             carried = asked.intersection(tags)

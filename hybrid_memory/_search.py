@@ -98,7 +98,7 @@ class Searcher:
         if fallback_reason is not None:
             weights[VECTOR] = 0.0
 
-        tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text)
+        tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
 
         def rankings_with(vector_ids: list[str]) -> tuple[dict[str, list[str]], dict[str, int]]:
             counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))

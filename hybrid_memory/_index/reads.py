@@ -245,8 +245,7 @@ class IndexReads:
         out: list[tuple[str, int, float, str, list[str]]] = []
         for chunk, marks in chunks(ids):
             for r in self._conn.execute(
-                "SELECT id, rowid, created_at, text, tags "
-                f"FROM memories WHERE id IN ({marks})",
+                f"SELECT id, rowid, created_at, text, tags FROM memories WHERE id IN ({marks})",
                 chunk,
             ):
                 out.append((r[0], int(r[1]), float(r[2]), r[3], json.loads(r[4])))

@@ -78,9 +78,11 @@ class ReferenceTagLeg:
         exclude: str | None,
         scope: Any = None,  # the memories passing node: not used, node is
         text: str = "",
+        keyword_ids: Any = (),
     ) -> None:
         self.args = (index, tags, depth, node, exclude)
         self.text = text
+        self.keyword_ids = set(keyword_ids)
 
     def rank(self, evidence: Mapping[str, int]) -> dict[str, int]:
         index, tags, depth, node, exclude = self.args
@@ -93,10 +95,10 @@ class ReferenceTagLeg:
         for match in rows:
             if match.id != exclude:
                 best[match.id] = (match.matched, match.created_at)
-        # A memory holding every (non-stopword) word of the query also matches the
-        # asked tags its text names.
+        # A memory holding every (non-stopword) word of the query (so found by the
+        # keyword leg) also matches the asked tags its text names.
         query = set(words(self.text)) - STOPWORDS or set(words(self.text))
-        for memory_id, row in index.rows(list(evidence)).items():
+        for memory_id, row in index.rows([i for i in evidence if i in self.keyword_ids]).items():
             said = set(words(row.text))
             if memory_id == exclude or not query <= said:
                 continue
