@@ -66,14 +66,20 @@ def test_a_fresh_memory_is_found_by_its_own_text(
     assert own.scores["tag"] == len(result.matched_tags)
 
 
-def test_naming_a_tag_counts_and_neither_naming_nor_carrying_it_does_not(
+def test_only_a_memory_saying_what_the_query_says_counts_as_naming_its_tags(
     store: HybridMemory,
 ) -> None:
+    """A memory with the query's words (stopwords aside) matches the tags its text
+    names; one that only mentions them (conversation turns name the person they
+    answer) does not, nor does one that neither names nor carries them."""
     naming = store.add("John changed the shed lock code to 9911", tags=["maria"])
+    mention = store.add("John says hi, the shed lock code changed again", tags=["maria"])
     silent = store.add("the shed lock code is written on the fridge", tags=["maria"])
-    result = store.search("john shed lock code", k=100)
+    result = store.search("John changed the shed lock code to 9911", k=100)
     assert result.matched_tags == ("john",)
     hits = {hit.id: hit for hit in result}
-    assert naming in hits and silent in hits
+    assert {naming, mention, silent} <= set(hits)
     assert hits[naming].scores["tag"] == 1
+    assert naming in [hit.id for hit in result[:10]]
+    assert "tag" not in hits[mention].ranks
     assert "tag" not in hits[silent].ranks

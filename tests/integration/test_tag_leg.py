@@ -95,12 +95,12 @@ class ReferenceTagLeg:
         for match in rows:
             if match.id != exclude:
                 best[match.id] = (match.matched, match.created_at)
-        # A memory holding every (non-stopword) word of the query (so found by the
-        # keyword leg) also matches the asked tags its text names.
+        # A memory with the query's words, stopwords aside (so found by the keyword
+        # leg), also matches the asked tags its text names.
         query = set(words(self.text)) - STOPWORDS or set(words(self.text))
         for memory_id, row in index.rows([i for i in evidence if i in self.keyword_ids]).items():
             said = set(words(row.text))
-            if memory_id == exclude or not query <= said:
+            if memory_id == exclude or (said - STOPWORDS or said) != query:
                 continue
             named = {
                 t for t in tags if f" {' '.join(words(t))} " in f" {' '.join(words(row.text))} "
