@@ -54,6 +54,8 @@ DEFAULT_LINE_FORMAT = "- [{role}, {date}] {text}"
 # Longest recall query, in characters, newest text first (the embedding model reads
 # only the first few hundred words anyway).
 _MAX_QUERY_CHARS = 2000
+# Ids of stored messages a block remembers (then forgets them all and starts over).
+_REMEMBERED_IDS = 10_000
 _SAMPLE_LINE: dict[str, Any] = {
     "role": "user",
     "date": "2026-01-01 00:00",
@@ -148,8 +150,28 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         description="How many of the latest user/assistant messages make up the recall query.",
     )
     roles: list[str] = Field(
-        default_factory=lambda: ["user", "assistant"],
-        description="Roles of the flushed messages that are stored.",
+        default_factory=lambda: ["user"],
+        description=(
+            "Roles of the messages that are stored (default: the user's only; add "
+            "'assistant' to keep the replies too)."
+        ),
+    )
+    store_immediately: bool = Field(
+        default=False,
+        description=(
+            "Also store the chat messages the Memory shows the block before each LLM call "
+            "(the turn just put, and the previous reply), not only those flushed out of "
+            "its short-term queue."
+        ),
+    )
+    min_score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Leave out recalled memories whose relevance (hybrid_memory's Hit.score, in "
+            "[0, 1]) is below this; None keeps the best k, however weak."
+        ),
     )
     scope: Literal["session", "user", "all"] = Field(
         default="session",
@@ -193,6 +215,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     )
 
     _owns_memory: bool = PrivateAttr(default=False)
+    _stored: set[str] = PrivateAttr(default_factory=set)
 
     def __init__(
         self,
@@ -311,8 +334,12 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         if records:
             await asyncio.to_thread(self._store_new, records)
 
-    def records_for(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-        """The hybrid-memory items (``add_many`` dicts) the block stores for ``messages``."""
+    def records_for(
+        self, messages: Sequence[ChatMessage], *, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The hybrid-memory items (``add_many`` dicts) the block stores for ``messages``
+        (a message's own ``additional_kwargs["session_id"]`` first, then ``session_id``,
+        then the block's)."""
         max_length = self._store.settings.max_text_length
         max_tag = self._store.settings.max_tag_length
         records: dict[str, dict[str, Any]] = {}
@@ -322,7 +349,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             if role not in self.roles or not text.strip():
                 continue
             extra = message.additional_kwargs
-            session = extra.get("session_id") or self.session_id
+            session = extra.get("session_id") or session_id or self.session_id
             metadata = {**self.metadata, "role": role, "source": SOURCE}
             tags = [*self.tags, f"role:{role}"]
             if session:
@@ -351,39 +378,64 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         return list(records.values())
 
     def _store_new(self, records: list[dict[str, Any]]) -> list[str]:
-        store = self._store
-        new = []
-        for record in records:
-            try:
-                store.get(record["id"])
-            except MemoryNotFoundError:
-                new.append(record)
-        if not new:
+        """Store those of ``records`` not stored yet, in one ``add_many``; returns the ids
+        stored now."""
+        fresh = [r for r in records if r["id"] not in self._stored]
+        if not fresh:
             return []
+        store = self._store
         try:
-            return store.add_many(new)
+            added = store.add_many(fresh)
         except DuplicateIdError:
-            # Another writer stored some of them in the meantime: add the rest one by one.
-            added = []
-            for record in new:
-                with contextlib.suppress(DuplicateIdError):
-                    added.append(store.add(**record))
-            return added
+            # Some were stored before (an earlier run of the block, another block or
+            # process on the store): leave those out and store the rest.
+            fresh = [r for r in fresh if not _exists(store, r["id"])]
+            try:
+                added = store.add_many(fresh) if fresh else []
+            except DuplicateIdError:  # and another writer is storing them right now
+                added = []
+                for record in fresh:
+                    with contextlib.suppress(DuplicateIdError):
+                        added.append(store.add(**record))
+        self._remember(r["id"] for r in records)
+        return added
+
+    def _remember(self, ids: Iterable[str]) -> None:
+        """Ids known to be stored, so that messages seen again (every turn, with
+        ``store_immediately``) cost no store call."""
+        if len(self._stored) > _REMEMBERED_IDS:
+            self._stored.clear()
+        self._stored.update(ids)
 
     # --- recalling ----------------------------------------------------------------------
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         """Recall the memories that match the latest messages, rendered as lines."""
         messages = messages or []
+        session = block_kwargs.get("session_id")
         query = self.query_for(messages)
+        # Validated before anything is stored: a scope without its session is an error.
+        where = self.filter_for(session) if query else None
+        seen = self.records_for(messages, session_id=session) if self.store_immediately else []
         if not query:
+            if seen:
+                await asyncio.to_thread(self._store_new, seen)
             return ""
-        where = self.filter_for(block_kwargs.get("session_id"))
-        hits = await asyncio.to_thread(
-            self._store.search, query, k=self.k, filter=where, max_tokens=self.max_tokens
-        )
+        hits = await asyncio.to_thread(self._recall_then_store, query, where, seen)
         in_chat = {" ".join((m.content or "").split()) for m in messages}
         return self.render(h for h in hits if " ".join(h.text.split()) not in in_chat)
+
+    def _recall_then_store(
+        self, query: str, where: dict[str, Any] | None, records: list[dict[str, Any]]
+    ) -> list[Hit]:
+        """Search, then store ``records`` (in this order: the messages still in the chat
+        would otherwise take recall slots only to be left out as already shown)."""
+        hits = self._store.search(query, k=self.k, filter=where, max_tokens=self.max_tokens)
+        if records:
+            self._store_new(records)
+        if self.min_score is not None:
+            hits = [h for h in hits if h.score >= self.min_score]
+        return list(hits)
 
     def query_for(self, messages: Sequence[ChatMessage]) -> str:
         """The recall query: the last ``query_messages`` user/assistant texts, newest first."""
@@ -451,6 +503,14 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             if before - len(self.tokenizer_fn("\n".join(lines))) >= tokens_to_truncate:
                 break
         return "\n".join(lines) or None
+
+
+def _exists(store: HybridMemory, memory_id: str) -> bool:
+    try:
+        store.get(memory_id)
+    except MemoryNotFoundError:
+        return False
+    return True
 
 
 def _role(message: ChatMessage) -> str:
