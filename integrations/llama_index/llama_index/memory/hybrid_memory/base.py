@@ -92,9 +92,12 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     ``embedding=``, as :class:`~hybrid_memory.HybridMemory` takes them (then
     :meth:`close` closes it); with neither, an in-memory store.
 
-    **Storing** (``aput``, called by ``Memory`` with the messages it flushes): one
-    memory per message of a role in ``roles`` that has text (tool-call-only and
-    image-only messages are skipped). Its text is the message's text; its metadata
+    **Storing** (``aput``, called by ``Memory`` with the messages it flushes; with
+    ``store_immediately``, also every message ``aget`` is shown, so each turn is stored
+    when the ``Memory`` is read before the LLM call, not only once it leaves the
+    short-term queue): one memory per message of a role in ``roles`` (by default the
+    user's only: a model's replies are not facts) that has text (tool-call-only and
+    image-only messages are skipped), all of one call written in one ``add_many``. Its text is the message's text; its metadata
     ``role``, ``session_id`` (the ``Memory``'s session, else ``session_id`` of the
     block), ``user_id`` (when set), ``source="llama_index"`` and ``metadata``; its
     tags ``role:<role>``, ``session:<id>``, ``user:<id>`` and ``tags``. A message's
@@ -112,7 +115,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     hybrid-memory metadata filter) is added to each. The best ``k`` hits are
     rendered best first, one ``line_format`` line each, until the next line would
     take the text past ``max_tokens`` tokens (the store's search gets the same
-    budget). Hits whose text is already in the chat are left out.
+    budget). Hits whose text is already in the chat are left out, and with
+    ``min_score`` those whose ``Hit.score`` (a relevance in [0, 1]) is below it.
 
     **Truncating** (``atruncate``, when the whole prompt is over the ``Memory``'s
     token limit): lines are dropped from the end (the least relevant) until enough
