@@ -97,10 +97,11 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     when the ``Memory`` is read before the LLM call, not only once it leaves the
     short-term queue): one memory per message of a role in ``roles`` (by default the
     user's only: a model's replies are not facts) that has text (tool-call-only and
-    image-only messages are skipped), all of one call written in one ``add_many``. Its text is the message's text; its metadata
-    ``role``, ``session_id`` (the ``Memory``'s session, else ``session_id`` of the
-    block), ``user_id`` (when set), ``source="llama_index"`` and ``metadata``; its
-    tags ``role:<role>``, ``session:<id>``, ``user:<id>`` and ``tags``. A message's
+    image-only messages are skipped), all of one call written in one ``add_many``.
+    Its text is the message's text; its metadata ``role``, ``session_id`` (the
+    ``Memory``'s session, else ``session_id`` of the block), ``user_id`` (when set),
+    ``source="llama_index"`` and ``metadata``; its tags ``role:<role>``,
+    ``session:<id>``, ``user:<id>`` and ``tags``. A message's
     ``additional_kwargs["timestamp"]`` (or ``["created_at"]``: datetime, ISO 8601 or
     epoch seconds) becomes the memory's ``created_at``; without one, the time it is
     stored. The memory's id is derived from user, session, role and text, so flushing
