@@ -95,3 +95,44 @@ class SearchResult(list[Hit]):
             f"SearchResult({list.__repr__(self)}, alpha={self.alpha}, "
             f"matched_tags={self.matched_tags}, fallback_mode={self.fallback_mode})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """What :meth:`HybridMemory.stats` reports about a store (or one namespace of it).
+
+    ``count`` is read from the Chroma collection (the source of truth), ``indexed`` from
+    the derived keyword index: they differ while the index catches up with another
+    process's writes (see ``HybridMemory.sync``). ``location`` and ``index_path`` are
+    paths and URLs of the machine running the store: an application serving other
+    people should not show them.
+    """
+
+    #: Memories stored (in this namespace, for a namespace view).
+    count: int
+    #: Memories in the keyword index.
+    indexed: int
+    #: Distinct tags in use.
+    tags: int
+    #: ``embedded`` (a directory), ``server`` (a Chroma server URL), ``client`` (a
+    #: Chroma client passed in) or ``in-memory``.
+    kind: str
+    #: The store's directory or the server's URL; None for a passed client or in memory.
+    location: str | None
+    #: The Chroma collection holding the memories.
+    collection: str
+    #: The keyword index's SQLite file; None when it is kept in memory.
+    index_path: str | None
+    #: The embedding's name, as recorded with the collection.
+    embedding: str
+    #: The vectors' dimension; None until the first memory is stored.
+    dimension: int | None
+    #: The namespace path of a view made by ``HybridMemory.namespace`` (``()``: the store).
+    namespace: tuple[str, ...]
+    #: Seconds between checks for other processes' writes.
+    sync_interval: float
+
+    @property
+    def in_step(self) -> bool:
+        """Whether the keyword index holds as many memories as the collection."""
+        return self.indexed == self.count
