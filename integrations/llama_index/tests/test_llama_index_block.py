@@ -316,6 +316,36 @@ async def test_scopes_do_not_see_each_others_memories(store: HybridMemory) -> No
     assert recalled.split("] ", 1)[1] == "The garage door code changed to 7777"
 
 
+async def test_a_namespace_per_user_shares_nothing_with_another(store: HybridMemory) -> None:
+    """With ``namespace``, a user's memories live in a namespace of the store: another
+    user's recall, tags, counts and keyword scores do not change with them."""
+    alice = HybridMemoryBlock(memory=store, namespace="alice", scope="user", user_id="alice")
+    bob = HybridMemoryBlock(memory=store, namespace="bob", scope="user", user_id="bob")
+    await flush(bob, "b1", msg("user", "The garage door code is 4242"))
+    bobs = store.namespace("bob")
+    before = bobs.search("garage door code", k=1)[0]
+
+    await flush(
+        alice,
+        "a1",
+        *[msg("user", f"The garage door code is {1000 + i}") for i in range(30)],
+    )
+    after = bobs.search("garage door code", k=1)[0]
+    assert after.id == before.id
+    assert after.scores == before.scores  # BM25 statistics of bob's namespace alone
+    assert bobs.count() == 1 and store.namespace("alice").count() == 30
+    assert store.count() == 0  # nothing in the store outside the namespaces
+    assert "user:alice" not in bobs.tags() and "user:alice" in store.namespace("alice").tags()
+
+    question = [msg("user", "What is the garage door code?")]
+    recalled = await bob.aget(question, session_id="b2")
+    assert recalled.split("] ", 1)[1] == "The garage door code is 4242"
+    everything = HybridMemoryBlock(memory=store, namespace="bob", scope="all", k=10)
+    assert "4242" in await everything.aget(question) and "1000" not in await everything.aget(
+        question
+    )
+
+
 def test_query_is_the_latest_user_and_assistant_texts_newest_first(store: HybridMemory) -> None:
     block = HybridMemoryBlock(memory=store, query_messages=3)
     history = [
@@ -481,6 +511,7 @@ async def test_async_calls_leave_the_event_loop_free(store: HybridMemory) -> Non
         ({"min_score": -0.1}, "min_score", "greater than or equal to 0"),
         ({"min_score": "high"}, "min_score", "valid number"),
         ({"store_immediately": "sometimes"}, "store_immediately", "valid boolean"),
+        ({"namespace": ""}, "namespace", "non-empty string"),
         ({"query_messages": 0}, "query_messages", "greater than or equal to 1"),
         ({"line_format": "- {txt}"}, "line_format", "placeholders allowed: role, date, text"),
         ({"line_format": "{text}\n"}, "line_format", "no newline"),

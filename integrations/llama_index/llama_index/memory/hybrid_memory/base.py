@@ -11,7 +11,6 @@ flushed as hybrid-memory memories and recalls the ones that fit the latest turns
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
@@ -23,7 +22,6 @@ from hybrid_memory import (
     HybridMemory,
     HybridMemorySettings,
     InvalidInputError,
-    MemoryNotFoundError,
     MissingDependencyError,
 )
 
@@ -54,6 +52,8 @@ DEFAULT_LINE_FORMAT = "- [{role}, {date}] {text}"
 # Longest recall query, in characters, newest text first (the embedding model reads
 # only the first few hundred words anyway).
 _MAX_QUERY_CHARS = 2000
+# Tries at storing a batch while other writers store some of the same messages.
+_STORE_ATTEMPTS = 3
 # Ids of stored messages a block remembers (then forgets them all and starts over).
 _REMEMBERED_IDS = 10_000
 _SAMPLE_LINE: dict[str, Any] = {
@@ -196,6 +196,15 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             "recall is limited to it."
         ),
     )
+    namespace: str | None = Field(
+        default=None,
+        description=(
+            "Store and recall in this namespace of the store (HybridMemory.namespace): a "
+            "collection, keyword index and tag set of its own, so nothing of it (hits, "
+            "tags, counts, keyword statistics) shows in another namespace or in the store "
+            "itself. One namespace per user: namespace=user_id."
+        ),
+    )
     filter: dict[str, Any] | None = Field(
         default=None,
         description="A hybrid-memory metadata filter added to every recall search.",
@@ -221,6 +230,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
 
     _owns_memory: bool = PrivateAttr(default=False)
     _stored: set[str] = PrivateAttr(default_factory=set)
+    _view: HybridMemory | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -268,6 +278,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             )
             self._owns_memory = True
         try:
+            if self.namespace is not None:
+                self._view = self._store.namespace(self.namespace)
             self._check_against_store()
         except BaseException:
             self.close()
@@ -322,6 +334,9 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
 
     @property
     def _store(self) -> HybridMemory:
+        """The store, or its namespace when ``namespace`` is set."""
+        if self._view is not None:
+            return self._view
         if self.memory is None:  # only between __init__'s steps
             raise RuntimeError("HybridMemoryBlock has no store")
         return self.memory
@@ -386,22 +401,24 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         """Store those of ``records`` not stored yet, in one ``add_many``; returns the ids
         stored now."""
         fresh = [r for r in records if r["id"] not in self._stored]
-        if not fresh:
-            return []
         store = self._store
-        try:
-            added = store.add_many(fresh)
-        except DuplicateIdError:
-            # Some were stored before (an earlier run of the block, another block or
-            # process on the store): leave those out and store the rest.
-            fresh = [r for r in fresh if not _exists(store, r["id"])]
+        added: list[str] = []
+        # New messages cost one add_many; when some were stored before (an earlier run
+        # of the block, another block or process on the store), the store refuses the
+        # batch before writing anything, and the rest are written after one lookup. A
+        # writer storing the same messages at the same moment can make that happen again.
+        for _ in range(_STORE_ATTEMPTS):
+            if not fresh:
+                break
             try:
-                added = store.add_many(fresh) if fresh else []
-            except DuplicateIdError:  # and another writer is storing them right now
-                added = []
-                for record in fresh:
-                    with contextlib.suppress(DuplicateIdError):
-                        added.append(store.add(**record))
+                added = store.add_many(fresh)
+                break
+            except DuplicateIdError:
+                stored = store.existing([r["id"] for r in fresh])
+                fresh = [r for r in fresh if r["id"] not in stored]
+        else:
+            if fresh:
+                raise DuplicateIdError(fresh[0]["id"])
         self._remember(r["id"] for r in records)
         return added
 
@@ -508,14 +525,6 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             if before - len(self.tokenizer_fn("\n".join(lines))) >= tokens_to_truncate:
                 break
         return "\n".join(lines) or None
-
-
-def _exists(store: HybridMemory, memory_id: str) -> bool:
-    try:
-        store.get(memory_id)
-    except MemoryNotFoundError:
-        return False
-    return True
 
 
 def _role(message: ChatMessage) -> str:
