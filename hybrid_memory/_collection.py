@@ -100,6 +100,14 @@ class ChromaCollection:
             offset += len(ids)
         return found
 
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` name a stored record."""
+        found: set[str] = set()
+        unique = list(dict.fromkeys(ids))  # Chroma refuses a repeated id
+        for start in range(0, len(unique), PAGE):
+            found.update(self.call("get", ids=unique[start : start + PAGE], include=[])["ids"])
+        return found
+
     def metadata_by_id(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         """The stored metadata of those of ``ids`` that exist."""
         found: dict[str, Mapping[str, Any]] = {}

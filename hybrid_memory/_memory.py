@@ -45,12 +45,13 @@ from hybrid_memory._inputs import (
     valid_tags,
     valid_text,
 )
+from hybrid_memory._namespaces import valid_namespace
 from hybrid_memory._parts import StoreParts
 from hybrid_memory._records import to_memory
 from hybrid_memory._search import Query
 from hybrid_memory._settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
 from hybrid_memory._timeutil import now_timestamp, to_timestamp
-from hybrid_memory._types import Memory, SearchResult
+from hybrid_memory._types import Memory, SearchResult, StoreStats
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -276,6 +277,12 @@ class HybridMemory:
                 raise MemoryNotFoundError(memory_id)
         return [found[i] for i in id_list]
 
+    def existing(self, ids: str | Sequence[str]) -> set[str]:
+        """Which of ``ids`` name a stored memory (of this store or namespace): the
+        others are simply left out, nothing is raised for them. Answered by the
+        collection, so another process's write counts at once."""
+        return self._parts.collection.existing(valid_ids(ids))
+
     @_repairing
     def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """How many memories there are (matching ``filter``, when given)."""
@@ -317,6 +324,69 @@ class HybridMemory:
         """Every tag in use, sorted."""
         self._maybe_sync()
         return sorted(self._parts.index.all_tags())
+
+    @_repairing
+    def stats(self) -> StoreStats:
+        """How many memories there are, how many the keyword index holds, how many tags,
+        where the store lives and what embeds it (of this namespace, for a namespace
+        view). See :class:`StoreStats`; it holds local paths and URLs, so format it
+        before showing it to anyone else."""
+        self._maybe_sync()
+        s, parts = self.settings, self._parts
+        if s.url:
+            kind, location = "server", s.url
+        elif s.path:
+            kind, location = "embedded", s.path
+        else:
+            kind, location = ("client" if parts.given_client else "in-memory"), None
+        return StoreStats(
+            count=parts.collection.count(),
+            indexed=parts.index.count(),
+            tags=len(parts.index.all_tags()),
+            kind=kind,
+            location=location,
+            collection=parts.collection.name,
+            index_path=parts.index.path,
+            embedding=parts.embedder.name,
+            dimension=parts.collection.dimension,
+            namespace=parts.namespace_path,
+            sync_interval=s.sync_interval,
+        )
+
+    @property
+    def namespace_path(self) -> tuple[str, ...]:
+        """The names of the namespaces this view is scoped to, outermost first: ``()``
+        for the store itself, ``("alice",)`` for ``memory.namespace("alice")``."""
+        return self._parts.namespace_path
+
+    def namespace(self, name: str) -> HybridMemory:
+        """A view of this store holding only the memories of namespace ``name`` (any
+        non-empty string): a collection of its own on the same Chroma client, embedded
+        the same way, with the same settings, and its own keyword index and tag set.
+
+        Nothing crosses between namespaces, or between a namespace and the store: ids
+        (``"k"`` in namespace ``"A:sub"`` and ``"sub:k"`` in namespace ``"A"`` are two
+        memories), tags, counts, :meth:`stats` and keyword scores (BM25 statistics are
+        per namespace). Namespaces nest: ``memory.namespace("team").namespace("alice")``.
+
+        The view is opened on first use (its index checked against its collection) and
+        kept: asking again for the same name is cheap and shares it. Like views made by
+        :meth:`with_settings`, its :meth:`close` does nothing: closing the store closes
+        every namespace opened from it. Each name maps to one Chroma collection,
+        ``<collection>.ns.<readable part>.<hash of the exact name>``, and, for an
+        embedded store, to one keyword index file beside the store's.
+        """
+        parts = self._parts.open_namespace(valid_namespace(name))
+        view = object.__new__(HybridMemory)
+        view.settings = load_settings(
+            self.settings,
+            collection=parts.settings.collection,
+            index_path=parts.settings.index_path,
+        )
+        view._parts = parts
+        view._owner = False
+        view._closed = False
+        return view
 
     def with_settings(self, **overrides: Any) -> HybridMemory:
         """A view of this store with other search settings (k, alpha, tag_weight,
@@ -418,7 +488,8 @@ class HybridMemory:
 
     def close(self) -> None:
         """Release the keyword index and worker threads (a private in-memory collection is
-        dropped). Views made by :meth:`with_settings` share them and close nothing."""
+        dropped), and those of every namespace opened from this store. Views made by
+        :meth:`with_settings` and :meth:`namespace` close nothing: the store owns them."""
         if not self._owner or self._closed:
             return
         self._closed = True
@@ -433,4 +504,5 @@ class HybridMemory:
     def __repr__(self) -> str:
         s = self.settings
         where = s.url or s.path or "in-memory"
-        return f"HybridMemory({where!r}, collection={self._parts.collection.name!r})"
+        scoped = f", namespace={self.namespace_path!r}" if self.namespace_path else ""
+        return f"HybridMemory({where!r}, collection={self._parts.collection.name!r}{scoped})"

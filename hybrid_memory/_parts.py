@@ -1,6 +1,7 @@
 """The parts of one open store and how they are wired together: the Chroma collection,
 its keyword index, the tag cache, the sync with the collection, the writer, the
-searcher, the worker threads and the lock that orders writes."""
+searcher, the worker threads and the lock that orders writes; and the parts of the
+namespaces opened from it, which close with it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 
 from hybrid_memory._collection import ChromaCollection, index_path
 from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
+from hybrid_memory._errors import StoreError
 from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._namespaces import namespace_collection, namespace_index_path
 from hybrid_memory._search import Searcher
-from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._settings import HybridMemorySettings, load_settings
 from hybrid_memory._sync import IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
@@ -28,17 +31,25 @@ class StoreParts:
         client: Any,
         embedding: Any,
         embedding_name: str | None,
+        *,
+        namespace: tuple[str, ...] = (),
+        private: bool | None = None,
     ) -> None:
         s = settings
+        self.settings = settings
+        self.namespace_path = namespace
+        self.given_client = client is not None  # a namespace's: see _open_namespace
         self.embedder: Embedder = resolve_embedding(embedding, s, embedding_name)
         # A store held in memory only, without a collection name, gets a private one,
-        # dropped on close.
-        self.private = (
-            client is None
-            and s.path is None
-            and s.url is None
-            and "collection" not in s.model_fields_set
-        )
+        # dropped on close (and so do its namespaces).
+        if private is None:
+            private = (
+                client is None
+                and s.path is None
+                and s.url is None
+                and "collection" not in s.model_fields_set
+            )
+        self.private = private
         name = f"hm-{uuid.uuid4().hex[:12]}" if self.private else s.collection
         self.collection = ChromaCollection(s, name, self.embedder.name, client)
         self.index = KeywordIndex(index_path(s, name), s.keyword_tokenizer)
@@ -54,8 +65,48 @@ class StoreParts:
         self.searcher = Searcher(
             self.collection, self.index, QueryCache(self.embedder, s.query_cache_size), self.pool
         )
+        self.closed = False
+        self._namespaces: dict[str, StoreParts] = {}
+        self._namespaces_lock = threading.Lock()
+
+    def open_namespace(self, name: str) -> StoreParts:
+        """The parts of namespace ``name`` (a valid one), opened on first use: a collection
+        of its own on the same client, with the same embedder, and its own keyword index
+        and tag cache. Kept until this store closes, which closes them."""
+        with self._namespaces_lock:
+            if self.closed:
+                raise StoreError("the store is closed; open it again to use a namespace")
+            parts = self._namespaces.get(name)
+            if parts is None:
+                parts = self._namespaces[name] = self._open_namespace(name)
+            return parts
+
+    def _open_namespace(self, name: str) -> StoreParts:
+        s = self.settings
+        collection = namespace_collection(self.collection.name, name)
+        overrides: dict[str, str] = {"collection": collection}
+        if s.index_path:
+            # Several namespaces must not share one explicitly named index file.
+            overrides["index_path"] = namespace_index_path(s.index_path, self.collection.name, name)
+        parts = StoreParts(
+            load_settings(s, **overrides),
+            self.collection.client,
+            self.embedder,
+            None,
+            namespace=(*self.namespace_path, name),
+            private=self.private,
+        )
+        parts.given_client = self.given_client
+        # As a store on open: compare ids too (see HybridMemory.__init__).
+        parts.sync.rebuilding_on_damage(lambda: parts.sync.sync(reconcile=True))
+        return parts
 
     def close(self) -> None:
+        with self._namespaces_lock:
+            self.closed = True
+            namespaces, self._namespaces = list(self._namespaces.values()), {}
+        for parts in namespaces:
+            parts.close()
         self.sync.closed = True
         self.pool.shutdown(wait=True)
         self.index.close()

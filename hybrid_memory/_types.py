@@ -28,8 +28,16 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search hit: the memory, its fused score, and why it came.
+    """A search hit: the memory, how relevant it is, and why it came.
 
+    ``score`` is the relevance in [0, 1], to threshold: the larger of the query's cosine
+    similarity with the memory and the share of the query's keywords the memory holds,
+    made non-increasing down the fused order (see :mod:`hybrid_memory._relevance` and
+    docs/architecture.md, "Scores"). A near-exact match scores close to 1, an unrelated
+    memory low, whatever else the store holds.
+
+    ``fused_score`` is the weighted Reciprocal Rank Fusion value that orders the hits
+    (about 0.016 at most with the default ``rrf_k``; compare it within one result only).
     ``ranks`` maps each leg that returned the memory to its 1-based rank there;
     ``scores`` maps it to the leg's raw score (cosine similarity for ``vector``,
     BM25 for ``keyword``, the number of matched query tags for ``tag``).
@@ -39,6 +47,7 @@ class Hit:
     score: float
     ranks: Mapping[str, int] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
+    fused_score: float = 0.0
 
     @property
     def id(self) -> str:
@@ -86,3 +95,44 @@ class SearchResult(list[Hit]):
             f"SearchResult({list.__repr__(self)}, alpha={self.alpha}, "
             f"matched_tags={self.matched_tags}, fallback_mode={self.fallback_mode})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """What :meth:`HybridMemory.stats` reports about a store (or one namespace of it).
+
+    ``count`` is read from the Chroma collection (the source of truth), ``indexed`` from
+    the derived keyword index: they differ while the index catches up with another
+    process's writes (see ``HybridMemory.sync``). ``location`` and ``index_path`` are
+    paths and URLs of the machine running the store: an application serving other
+    people should not show them.
+    """
+
+    #: Memories stored (in this namespace, for a namespace view).
+    count: int
+    #: Memories in the keyword index.
+    indexed: int
+    #: Distinct tags in use.
+    tags: int
+    #: ``embedded`` (a directory), ``server`` (a Chroma server URL), ``client`` (a
+    #: Chroma client passed in) or ``in-memory``.
+    kind: str
+    #: The store's directory or the server's URL; None for a passed client or in memory.
+    location: str | None
+    #: The Chroma collection holding the memories.
+    collection: str
+    #: The keyword index's SQLite file; None when it is kept in memory.
+    index_path: str | None
+    #: The embedding's name, as recorded with the collection.
+    embedding: str
+    #: The vectors' dimension; None until the first memory is stored.
+    dimension: int | None
+    #: The namespace path of a view made by ``HybridMemory.namespace`` (``()``: the store).
+    namespace: tuple[str, ...]
+    #: Seconds between checks for other processes' writes.
+    sync_interval: float
+
+    @property
+    def in_step(self) -> bool:
+        """Whether the keyword index holds as many memories as the collection."""
+        return self.indexed == self.count

@@ -241,6 +241,12 @@ class KeywordIndex:
         with self._lock:
             return self.reads.rows(ids)
 
+    def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
+        """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist (for
+        the tag leg, which also counts the tags a memory's text names)."""
+        with self._lock:
+            return self.reads.texts_and_tags(ids)
+
     def search(
         self,
         text: str,
@@ -269,6 +275,14 @@ class KeywordIndex:
                 max_df=max_df,
                 total=lambda: self.reads.count(None),
             )
+
+    def terms(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+        """Each word's terms as the index's own tokenizer makes them (folded, stemmed;
+        several for a trigram tokenizer): what a memory's words are compared by."""
+        if not words:
+            return []
+        with self._lock:
+            return self.keywords.terms_of(words)
 
     def tag_carriers(
         self,

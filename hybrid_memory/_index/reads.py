@@ -240,6 +240,17 @@ class IndexReads:
             )
         return out
 
+    def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
+        """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist."""
+        out: list[tuple[str, int, float, str, list[str]]] = []
+        for chunk, marks in chunks(ids):
+            for r in self._conn.execute(
+                f"SELECT id, rowid, created_at, text, tags FROM memories WHERE id IN ({marks})",
+                chunk,
+            ):
+                out.append((r[0], int(r[1]), float(r[2]), r[3], json.loads(r[4])))
+        return out
+
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         out: dict[str, IndexRow] = {}
         for chunk, marks in chunks(ids):

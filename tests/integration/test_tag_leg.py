@@ -21,8 +21,10 @@ import pytest
 from hybrid_memory import HybridMemory
 from hybrid_memory import _search as search_module
 from hybrid_memory._filters import Node
+from hybrid_memory._index.bm25 import STOPWORDS
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.tags import TagMatch
+from hybrid_memory._tags import words
 
 from ..conftest import HashEmbedding
 
@@ -75,8 +77,12 @@ class ReferenceTagLeg:
         node: Node | None,
         exclude: str | None,
         scope: Any = None,  # the memories passing node: not used, node is
+        text: str = "",
+        keyword_ids: Any = (),
     ) -> None:
         self.args = (index, tags, depth, node, exclude)
+        self.text = text
+        self.keyword_ids = set(keyword_ids)
 
     def rank(self, evidence: Mapping[str, int]) -> dict[str, int]:
         index, tags, depth, node, exclude = self.args
@@ -89,6 +95,19 @@ class ReferenceTagLeg:
         for match in rows:
             if match.id != exclude:
                 best[match.id] = (match.matched, match.created_at)
+        # A memory with the query's words, stopwords aside (so found by the keyword
+        # leg), also matches the asked tags its text names.
+        query = set(words(self.text)) - STOPWORDS or set(words(self.text))
+        for memory_id, row in index.rows([i for i in evidence if i in self.keyword_ids]).items():
+            said = set(words(row.text))
+            if memory_id == exclude or (said - STOPWORDS or said) != query:
+                continue
+            named = {
+                t for t in tags if f" {' '.join(words(t))} " in f" {' '.join(words(row.text))} "
+            }
+            matched = len(named | (set(tags) & set(row.tags)))
+            if matched > best.get(memory_id, (0, 0.0))[0]:
+                best[memory_id] = (matched, row.created_at)
         ordered = sorted(best, key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1]))
         return {i: best[i][0] for i in ordered[:depth]}
 

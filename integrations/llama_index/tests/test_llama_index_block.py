@@ -46,9 +46,13 @@ def tokens(text: str) -> int:
 
 
 async def test_flushed_messages_are_stored_with_role_session_and_tags(store: HybridMemory) -> None:
-    block = HybridMemoryBlock(memory=store)
-    await flush(block, "s1", msg("user", "My cat is called Miso"), msg("assistant", "Nice name!"))
+    exchange = [msg("user", "My cat is called Miso"), msg("assistant", "Nice name!")]
+    await flush(HybridMemoryBlock(memory=store), "s1", *exchange)
+    # By default only what the user said: replies are the model's words, not facts.
+    assert set(by_text(store)) == {"My cat is called Miso"}
 
+    block = HybridMemoryBlock(memory=store, roles=["user", "assistant"])
+    await flush(block, "s1", *exchange)
     stored = by_text(store)
     assert set(stored) == {"My cat is called Miso", "Nice name!"}
     user = stored["My cat is called Miso"]
@@ -94,7 +98,7 @@ async def test_blank_system_tool_and_tool_call_only_messages_are_skipped(
 
 
 async def test_reflushing_the_same_message_stores_it_once(store: HybridMemory) -> None:
-    block = HybridMemoryBlock(memory=store)
+    block = HybridMemoryBlock(memory=store, roles=["user", "assistant"])
     messages = [msg("user", "My cat is called Miso"), msg("assistant", "ok")]
     await flush(block, "s1", *messages)
     first = {m.id for m in by_text(store).values()}
@@ -106,6 +110,87 @@ async def test_reflushing_the_same_message_stores_it_once(store: HybridMemory) -
     await flush(block, "s2", msg("assistant", "ok"))
     await flush(block, "s1", msg("user", "ok"))
     assert store.count() == 4
+
+
+class Writes:
+    """Counts the store's write calls (the real calls still run)."""
+
+    def __init__(self, store: HybridMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, int]] = []
+        for name in ("add", "add_many"):
+            real = getattr(store, name)
+
+            def counted(*args: Any, _name: str = name, _real: Any = real, **kw: Any) -> Any:
+                self.calls.append((_name, len(args[0]) if _name == "add_many" else 1))
+                return _real(*args, **kw)
+
+            monkeypatch.setattr(store, name, counted)
+
+
+async def test_many_messages_are_written_in_one_add_many(
+    store: HybridMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes = Writes(store, monkeypatch)
+    messages = [
+        msg("user", f"Note {i}: the backup of server {i} runs at {i % 24}:00") for i in range(40)
+    ]
+    block = HybridMemoryBlock(memory=store)
+    await flush(block, "s1", *messages)
+    assert writes.calls == [("add_many", 40)]
+    assert store.count() == 40
+
+    # Flushed again (or seen again): nothing to write, no write call.
+    await flush(block, "s1", *messages)
+    assert writes.calls == [("add_many", 40)]
+
+    # A new block (a restarted program) over the same store: the stored ones are found
+    # and left out, the new ones written together.
+    again = HybridMemoryBlock(memory=store)
+    await flush(
+        again, "s1", *messages[:30], msg("user", "Note 40: new"), msg("user", "Note 41: new")
+    )
+    assert store.count() == 42
+    assert writes.calls[-1] == ("add_many", 2)
+
+
+async def test_store_immediately_stores_each_message_before_any_flush(
+    store: HybridMemory,
+) -> None:
+    block = HybridMemoryBlock(memory=store, store_immediately=True, scope="user", user_id="alice")
+    memory = Memory.from_defaults(session_id="alice-1", token_limit=50_000, memory_blocks=[block])
+    await memory.aput(msg("user", "My cat is called Miso"))
+    await memory.aget()  # what a chat engine or agent does before each LLM call
+    assert set(by_text(store)) == {"My cat is called Miso"}
+    (stored,) = by_text(store).values()
+    assert stored.metadata["session_id"] == "alice-1"
+
+    await memory.aput(msg("assistant", "What a lovely name."))
+    await memory.aput(msg("user", "She is orange"))
+    await memory.aget()
+    # The reply is not stored (roles), the user's next message is.
+    assert set(by_text(store)) == {"My cat is called Miso", "She is orange"}
+    # Nothing was flushed: the short-term queue still holds all three.
+    assert len(await memory.aget_all()) == 3
+
+    # Another session of the same user recalls it at once.
+    other = Memory.from_defaults(session_id="alice-2", token_limit=50_000, memory_blocks=[block])
+    await other.aput(msg("user", "What is my cat called?"))
+    system = (await other.aget())[0]
+    assert "My cat is called Miso" in (system.content or "")
+
+    # When the queue flushes later, the same messages are not stored twice.
+    await block.aput(await memory.aget_all(), from_short_term_memory=True, session_id="alice-1")
+    assert store.count() == 3  # the two facts, and alice-2's question
+
+
+async def test_without_store_immediately_nothing_is_stored_before_a_flush(
+    store: HybridMemory,
+) -> None:
+    block = HybridMemoryBlock(memory=store)
+    memory = Memory.from_defaults(session_id="s1", token_limit=50_000, memory_blocks=[block])
+    await memory.aput(msg("user", "My cat is called Miso"))
+    await memory.aget()
+    assert store.count() == 0
 
 
 async def test_message_timestamp_becomes_created_at(store: HybridMemory) -> None:
@@ -208,6 +293,59 @@ async def test_session_scope_without_a_session_id_is_a_clear_error(store: Hybrid
     assert "Miso" in await fixed.aget([msg("user", "What is my cat called?")])
 
 
+async def test_scopes_do_not_see_each_others_memories(store: HybridMemory) -> None:
+    """Whatever one user (or session) stores, and however well it matches, another's
+    recall never shows it, also when that other one has nothing at all."""
+    alice = HybridMemoryBlock(memory=store, scope="user", user_id="alice", k=10)
+    bob = HybridMemoryBlock(memory=store, scope="user", user_id="bob", k=10)
+    question = [msg("user", "What is the code of the garage door?")]
+    await flush(
+        alice, "a1", *[msg("user", f"The garage door code is {1000 + i}") for i in range(30)]
+    )
+    assert await bob.aget(question, session_id="b1") == ""
+    await flush(bob, "b1", msg("user", "The garage door code is 4242"))
+    recalled = await bob.aget(question, session_id="b1")
+    assert recalled.split("] ", 1)[1] == "The garage door code is 4242"
+    assert "4242" not in await alice.aget(question, session_id="a1")
+
+    # Sessions of one user: the session scope shows the session's own only.
+    in_a2 = HybridMemoryBlock(memory=store, user_id="alice")
+    assert await in_a2.aget(question, session_id="a2") == ""
+    await flush(in_a2, "a2", msg("user", "The garage door code changed to 7777"))
+    recalled = await in_a2.aget(question, session_id="a2")
+    assert recalled.split("] ", 1)[1] == "The garage door code changed to 7777"
+
+
+async def test_a_namespace_per_user_shares_nothing_with_another(store: HybridMemory) -> None:
+    """With ``namespace``, a user's memories live in a namespace of the store: another
+    user's recall, tags, counts and keyword scores do not change with them."""
+    alice = HybridMemoryBlock(memory=store, namespace="alice", scope="user", user_id="alice")
+    bob = HybridMemoryBlock(memory=store, namespace="bob", scope="user", user_id="bob")
+    await flush(bob, "b1", msg("user", "The garage door code is 4242"))
+    bobs = store.namespace("bob")
+    before = bobs.search("garage door code", k=1)[0]
+
+    await flush(
+        alice,
+        "a1",
+        *[msg("user", f"The garage door code is {1000 + i}") for i in range(30)],
+    )
+    after = bobs.search("garage door code", k=1)[0]
+    assert after.id == before.id
+    assert after.scores == before.scores  # BM25 statistics of bob's namespace alone
+    assert bobs.count() == 1 and store.namespace("alice").count() == 30
+    assert store.count() == 0  # nothing in the store outside the namespaces
+    assert "user:alice" not in bobs.tags() and "user:alice" in store.namespace("alice").tags()
+
+    question = [msg("user", "What is the garage door code?")]
+    recalled = await bob.aget(question, session_id="b2")
+    assert recalled.split("] ", 1)[1] == "The garage door code is 4242"
+    everything = HybridMemoryBlock(memory=store, namespace="bob", scope="all", k=10)
+    assert "4242" in await everything.aget(question) and "1000" not in await everything.aget(
+        question
+    )
+
+
 def test_query_is_the_latest_user_and_assistant_texts_newest_first(store: HybridMemory) -> None:
     block = HybridMemoryBlock(memory=store, query_messages=3)
     history = [
@@ -256,6 +394,29 @@ async def test_recalled_memories_are_rendered_as_lines_within_the_budget(
 
     custom = HybridMemoryBlock(memory=store, k=1, line_format="* {text} ({role}, {session_id})")
     assert re.fullmatch(r"\* .*Miso.* \(user, s1\)", await custom.aget(question, session_id="s1"))
+
+
+async def test_min_score_leaves_out_weak_matches(store: HybridMemory) -> None:
+    facts = [
+        "My cat is called Miso",
+        "I work as a nurse at the city hospital",
+        "We are planning a trip to Lisbon next spring",
+    ]
+    await flush(HybridMemoryBlock(memory=store), "s1", *[msg("user", f) for f in facts])
+    everything = HybridMemoryBlock(memory=store, k=3)
+    unrelated = [msg("user", "How do I compute the derivative of a polynomial?")]
+    # Without a cut-off, the best k come back however weak ...
+    assert len((await everything.aget(unrelated, session_id="s1")).split("\n")) == 3
+
+    # ... with one, an unrelated question injects nothing, a related one its memory.
+    cut = HybridMemoryBlock(memory=store, k=3, min_score=0.3)
+    assert await cut.aget(unrelated, session_id="s1") == ""
+    recalled = await cut.aget([msg("user", "What is my cat called?")], session_id="s1")
+    assert "My cat is called Miso" in recalled
+    hits = store.search("What is my cat called?", k=3)
+    assert [h.text for h in hits if h.score >= 0.3] == [
+        line.split("] ", 1)[1] for line in recalled.split("\n")
+    ]
 
 
 async def test_memories_already_in_the_chat_are_not_repeated(store: HybridMemory) -> None:
@@ -346,6 +507,11 @@ async def test_async_calls_leave_the_event_loop_free(store: HybridMemory) -> Non
         ({"k": 0}, "k", "greater than or equal to 1"),
         ({"k": 1000}, "k", "1..100"),
         ({"max_tokens": -5}, "max_tokens", "greater than or equal to 1"),
+        ({"min_score": 1.5}, "min_score", "less than or equal to 1"),
+        ({"min_score": -0.1}, "min_score", "greater than or equal to 0"),
+        ({"min_score": "high"}, "min_score", "valid number"),
+        ({"store_immediately": "sometimes"}, "store_immediately", "valid boolean"),
+        ({"namespace": ""}, "namespace", "non-empty string"),
         ({"query_messages": 0}, "query_messages", "greater than or equal to 1"),
         ({"line_format": "- {txt}"}, "line_format", "placeholders allowed: role, date, text"),
         ({"line_format": "{text}\n"}, "line_format", "no newline"),

@@ -140,3 +140,38 @@ async def test_function_agent_gets_the_fact_in_its_prompt(store: HybridMemory) -
     stored = store.search("weather", k=50, alpha=1.0)
     assert stored and {h.metadata["role"] for h in stored} <= {"user", "assistant"}
     assert not any("Sunny, 21 degrees" in h.text for h in stored)
+
+
+def test_chat_engine_with_store_immediately_recalls_in_the_next_session_at_once(
+    store: HybridMemory,
+) -> None:
+    """No flush needed: each user turn is stored when the engine reads the Memory, and
+    the model's replies ("text text ..." from MockLLM) are not stored unless asked."""
+    block = HybridMemoryBlock(memory=store, scope="user", user_id="alice", store_immediately=True)
+    roomy = Memory.from_defaults(session_id="alice-1", token_limit=50_000, memory_blocks=[block])
+    chatty = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=5), memory=roomy)
+    chatty.chat(FACT)
+    chatty.chat(SMALL_TALK[0])
+    assert FACT in active_texts(roomy)  # still in the short-term queue: nothing flushed
+    stored = {h.text for h in store.search("text", k=50, alpha=1.0)}
+    assert stored == {FACT, SMALL_TALK[0]}
+
+    later = Memory.from_defaults(session_id="alice-2", token_limit=50_000, memory_blocks=[block])
+    prompt = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=later).chat(QUESTION).response
+    assert FACT in recalled_section(prompt)
+    assert "text text" not in recalled_section(prompt)
+
+    # Asked for, the replies are stored too (each seen at the next turn's read).
+    both = HybridMemoryBlock(
+        memory=store,
+        scope="user",
+        user_id="bob",
+        store_immediately=True,
+        roles=["user", "assistant"],
+    )
+    bobs = Memory.from_defaults(session_id="bob-1", token_limit=50_000, memory_blocks=[both])
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=5), memory=bobs)
+    engine.chat("Hello there")
+    engine.chat("How are you?")
+    roles = {h.metadata["role"] for h in store.search("text", k=50, filter={"user_id": "bob"})}
+    assert roles == {"user", "assistant"}

@@ -11,7 +11,6 @@ flushed as hybrid-memory memories and recalls the ones that fit the latest turns
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
@@ -23,7 +22,6 @@ from hybrid_memory import (
     HybridMemory,
     HybridMemorySettings,
     InvalidInputError,
-    MemoryNotFoundError,
     MissingDependencyError,
 )
 
@@ -54,6 +52,10 @@ DEFAULT_LINE_FORMAT = "- [{role}, {date}] {text}"
 # Longest recall query, in characters, newest text first (the embedding model reads
 # only the first few hundred words anyway).
 _MAX_QUERY_CHARS = 2000
+# Tries at storing a batch while other writers store some of the same messages.
+_STORE_ATTEMPTS = 3
+# Ids of stored messages a block remembers (then forgets them all and starts over).
+_REMEMBERED_IDS = 10_000
 _SAMPLE_LINE: dict[str, Any] = {
     "role": "user",
     "date": "2026-01-01 00:00",
@@ -90,12 +92,16 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     ``embedding=``, as :class:`~hybrid_memory.HybridMemory` takes them (then
     :meth:`close` closes it); with neither, an in-memory store.
 
-    **Storing** (``aput``, called by ``Memory`` with the messages it flushes): one
-    memory per message of a role in ``roles`` that has text (tool-call-only and
-    image-only messages are skipped). Its text is the message's text; its metadata
-    ``role``, ``session_id`` (the ``Memory``'s session, else ``session_id`` of the
-    block), ``user_id`` (when set), ``source="llama_index"`` and ``metadata``; its
-    tags ``role:<role>``, ``session:<id>``, ``user:<id>`` and ``tags``. A message's
+    **Storing** (``aput``, called by ``Memory`` with the messages it flushes; with
+    ``store_immediately``, also every message ``aget`` is shown, so each turn is stored
+    when the ``Memory`` is read before the LLM call, not only once it leaves the
+    short-term queue): one memory per message of a role in ``roles`` (by default the
+    user's only: a model's replies are not facts) that has text (tool-call-only and
+    image-only messages are skipped), all of one call written in one ``add_many``.
+    Its text is the message's text; its metadata ``role``, ``session_id`` (the
+    ``Memory``'s session, else ``session_id`` of the block), ``user_id`` (when set),
+    ``source="llama_index"`` and ``metadata``; its tags ``role:<role>``,
+    ``session:<id>``, ``user:<id>`` and ``tags``. A message's
     ``additional_kwargs["timestamp"]`` (or ``["created_at"]``: datetime, ISO 8601 or
     epoch seconds) becomes the memory's ``created_at``; without one, the time it is
     stored. The memory's id is derived from user, session, role and text, so flushing
@@ -110,7 +116,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     hybrid-memory metadata filter) is added to each. The best ``k`` hits are
     rendered best first, one ``line_format`` line each, until the next line would
     take the text past ``max_tokens`` tokens (the store's search gets the same
-    budget). Hits whose text is already in the chat are left out.
+    budget). Hits whose text is already in the chat are left out, and with
+    ``min_score`` those whose ``Hit.score`` (a relevance in [0, 1]) is below it.
 
     **Truncating** (``atruncate``, when the whole prompt is over the ``Memory``'s
     token limit): lines are dropped from the end (the least relevant) until enough
@@ -148,8 +155,28 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         description="How many of the latest user/assistant messages make up the recall query.",
     )
     roles: list[str] = Field(
-        default_factory=lambda: ["user", "assistant"],
-        description="Roles of the flushed messages that are stored.",
+        default_factory=lambda: ["user"],
+        description=(
+            "Roles of the messages that are stored (default: the user's only; add "
+            "'assistant' to keep the replies too)."
+        ),
+    )
+    store_immediately: bool = Field(
+        default=False,
+        description=(
+            "Also store the chat messages the Memory shows the block before each LLM call "
+            "(the turn just put, and the previous reply), not only those flushed out of "
+            "its short-term queue."
+        ),
+    )
+    min_score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Leave out recalled memories whose relevance (hybrid_memory's Hit.score, in "
+            "[0, 1]) is below this; None keeps the best k, however weak."
+        ),
     )
     scope: Literal["session", "user", "all"] = Field(
         default="session",
@@ -167,6 +194,15 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         description=(
             "Stored as metadata user_id and tag user:<id>; with scope 'session' or 'user', "
             "recall is limited to it."
+        ),
+    )
+    namespace: str | None = Field(
+        default=None,
+        description=(
+            "Store and recall in this namespace of the store (HybridMemory.namespace): a "
+            "collection, keyword index and tag set of its own, so nothing of it (hits, "
+            "tags, counts, keyword statistics) shows in another namespace or in the store "
+            "itself. One namespace per user: namespace=user_id."
         ),
     )
     filter: dict[str, Any] | None = Field(
@@ -193,6 +229,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     )
 
     _owns_memory: bool = PrivateAttr(default=False)
+    _stored: set[str] = PrivateAttr(default_factory=set)
+    _view: HybridMemory | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -240,6 +278,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             )
             self._owns_memory = True
         try:
+            if self.namespace is not None:
+                self._view = self._store.namespace(self.namespace)
             self._check_against_store()
         except BaseException:
             self.close()
@@ -294,6 +334,9 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
 
     @property
     def _store(self) -> HybridMemory:
+        """The store, or its namespace when ``namespace`` is set."""
+        if self._view is not None:
+            return self._view
         if self.memory is None:  # only between __init__'s steps
             raise RuntimeError("HybridMemoryBlock has no store")
         return self.memory
@@ -311,8 +354,12 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         if records:
             await asyncio.to_thread(self._store_new, records)
 
-    def records_for(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-        """The hybrid-memory items (``add_many`` dicts) the block stores for ``messages``."""
+    def records_for(
+        self, messages: Sequence[ChatMessage], *, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The hybrid-memory items (``add_many`` dicts) the block stores for ``messages``
+        (a message's own ``additional_kwargs["session_id"]`` first, then ``session_id``,
+        then the block's)."""
         max_length = self._store.settings.max_text_length
         max_tag = self._store.settings.max_tag_length
         records: dict[str, dict[str, Any]] = {}
@@ -322,7 +369,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             if role not in self.roles or not text.strip():
                 continue
             extra = message.additional_kwargs
-            session = extra.get("session_id") or self.session_id
+            session = extra.get("session_id") or session_id or self.session_id
             metadata = {**self.metadata, "role": role, "source": SOURCE}
             tags = [*self.tags, f"role:{role}"]
             if session:
@@ -351,39 +398,66 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         return list(records.values())
 
     def _store_new(self, records: list[dict[str, Any]]) -> list[str]:
+        """Store those of ``records`` not stored yet, in one ``add_many``; returns the ids
+        stored now."""
+        fresh = [r for r in records if r["id"] not in self._stored]
         store = self._store
-        new = []
-        for record in records:
+        added: list[str] = []
+        # New messages cost one add_many; when some were stored before (an earlier run
+        # of the block, another block or process on the store), the store refuses the
+        # batch before writing anything, and the rest are written after one lookup. A
+        # writer storing the same messages at the same moment can make that happen again.
+        for _ in range(_STORE_ATTEMPTS):
+            if not fresh:
+                break
             try:
-                store.get(record["id"])
-            except MemoryNotFoundError:
-                new.append(record)
-        if not new:
-            return []
-        try:
-            return store.add_many(new)
-        except DuplicateIdError:
-            # Another writer stored some of them in the meantime: add the rest one by one.
-            added = []
-            for record in new:
-                with contextlib.suppress(DuplicateIdError):
-                    added.append(store.add(**record))
-            return added
+                added = store.add_many(fresh)
+                break
+            except DuplicateIdError:
+                stored = store.existing([r["id"] for r in fresh])
+                fresh = [r for r in fresh if r["id"] not in stored]
+        else:
+            if fresh:
+                raise DuplicateIdError(fresh[0]["id"])
+        self._remember(r["id"] for r in records)
+        return added
+
+    def _remember(self, ids: Iterable[str]) -> None:
+        """Ids known to be stored, so that messages seen again (every turn, with
+        ``store_immediately``) cost no store call."""
+        if len(self._stored) > _REMEMBERED_IDS:
+            self._stored.clear()
+        self._stored.update(ids)
 
     # --- recalling ----------------------------------------------------------------------
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         """Recall the memories that match the latest messages, rendered as lines."""
         messages = messages or []
+        session = block_kwargs.get("session_id")
         query = self.query_for(messages)
+        # Validated before anything is stored: a scope without its session is an error.
+        where = self.filter_for(session) if query else None
+        seen = self.records_for(messages, session_id=session) if self.store_immediately else []
         if not query:
+            if seen:
+                await asyncio.to_thread(self._store_new, seen)
             return ""
-        where = self.filter_for(block_kwargs.get("session_id"))
-        hits = await asyncio.to_thread(
-            self._store.search, query, k=self.k, filter=where, max_tokens=self.max_tokens
-        )
+        hits = await asyncio.to_thread(self._recall_then_store, query, where, seen)
         in_chat = {" ".join((m.content or "").split()) for m in messages}
         return self.render(h for h in hits if " ".join(h.text.split()) not in in_chat)
+
+    def _recall_then_store(
+        self, query: str, where: dict[str, Any] | None, records: list[dict[str, Any]]
+    ) -> list[Hit]:
+        """Search, then store ``records`` (in this order: the messages still in the chat
+        would otherwise take recall slots only to be left out as already shown)."""
+        hits = self._store.search(query, k=self.k, filter=where, max_tokens=self.max_tokens)
+        if records:
+            self._store_new(records)
+        if self.min_score is not None:
+            hits = [h for h in hits if h.score >= self.min_score]
+        return list(hits)
 
     def query_for(self, messages: Sequence[ChatMessage]) -> str:
         """The recall query: the last ``query_messages`` user/assistant texts, newest first."""

@@ -1,0 +1,62 @@
+"""Namespaces of a store, named apart.
+
+Each namespace is its own Chroma collection with its own keyword index (see
+:meth:`hybrid_memory.HybridMemory.namespace`), so ids, tags, counts and BM25 statistics
+of one namespace cannot reach another. This module only names them: a pure mapping
+from (parent collection, namespace name) to a collection name and an index file name.
+
+The mapping must be injective for any namespace string, whatever characters it holds
+(``"A"`` and ``"A:sub"``, ``"a b"`` and ``"a-b"``, ``"Ä"`` and ``"A"``), while Chroma
+accepts only 3-512 characters of ``[a-zA-Z0-9._-]``, starting and ending alphanumeric,
+without ``..``. A readable slug alone cannot be injective, so the name ends with a hash
+of the exact (parent, namespace) pair; the slug is there for people listing collections.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._validation import encodable
+
+_NOT_SLUG = re.compile(r"[^a-zA-Z0-9_-]+")  # no '.': a slug never adds a '..'
+_SLUG_LENGTH = 40
+_PARENT_LENGTH = 100
+# 128 bits of SHA-256: a collision between two namespace names is not a practical event.
+_DIGEST_LENGTH = 32
+
+
+def valid_namespace(name: Any) -> str:
+    """``name`` if it can name a namespace: any non-empty string of valid Unicode."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError("namespace", f"expected a non-empty string, got {name!r}")
+    return encodable(name, "namespace")
+
+
+def namespace_digest(parent_collection: str, name: str) -> str:
+    """The hash that tells namespaces apart: of the exact pair, JSON-encoded so that no
+    two pairs share an encoding."""
+    exact = json.dumps([parent_collection, name]).encode("utf-8")
+    return hashlib.sha256(exact).hexdigest()[:_DIGEST_LENGTH]
+
+
+def namespace_collection(parent_collection: str, name: str) -> str:
+    """The Chroma collection of namespace ``name`` of the store on ``parent_collection``:
+    ``<parent>.ns.<slug>.<digest>`` (``<parent>.ns.<digest>`` when the name has no
+    letters or digits), at most 100 + 4 + 41 + 33 characters."""
+    parent = parent_collection[:_PARENT_LENGTH].rstrip("._-")
+    slug = _NOT_SLUG.sub("-", name).strip("_-")[:_SLUG_LENGTH].strip("_-")
+    digest = namespace_digest(parent_collection, name)
+    return ".".join(part for part in (parent, "ns", slug, digest) if part)
+
+
+def namespace_index_path(parent_index_path: str, parent_collection: str, name: str) -> str:
+    """The keyword index file of a namespace when the parent's index file was given
+    explicitly: beside it, its name extended by the namespace's digest."""
+    parent = Path(parent_index_path)
+    digest = namespace_digest(parent_collection, name)
+    return str(parent.with_name(f"{parent.stem}.ns-{digest}{parent.suffix}"))
