@@ -493,6 +493,7 @@ class _Server:
             thread = threading.Thread(
                 target=self._serve, args=(connection,), name="hybrid-memory-peer", daemon=True
             )
+            self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
             thread.start()
 
@@ -516,8 +517,8 @@ class _Server:
                         self._busy -= 1
                         self._quiet.notify_all()
                 connection.send(reply)
-        except (OSError, EOFError):
-            return  # the client went away
+        except Exception:  # the client went away, or sent what is not a request
+            return
         finally:
             with self._quiet:
                 self._connections.discard(connection)
