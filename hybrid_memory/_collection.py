@@ -18,6 +18,7 @@ from hybrid_memory._errors import (
     MemoryNotFoundError,
     StoreError,
 )
+from hybrid_memory._ownership import acquire
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._settings import HybridMemorySettings
 
@@ -30,6 +31,8 @@ _OPEN_PATIENCE = 10.0  # seconds to keep retrying the opening of a store
 # Among at most this many ids, the nearest are found by reading their vectors and
 # comparing them all: Chroma's graph search restricted to few ids degrades.
 _COMPARE_ALL = 256
+# How many times a restricted search is asked again after ids vanished under it.
+_VANISHED_RETRIES = 3
 _SERVER_HINT = "start one with: chroma run --path DIR --host 127.0.0.1 --port 8000"
 
 
@@ -50,9 +53,20 @@ class ChromaCollection:
         self.name = name
         self._settings = settings
         self._embedding_name = embedding_name
-        self._own_client = client is None
-        self.client = client if client is not None else _make_client(settings, attempts=5)
-        self._collection = self._open_with_retries()
+        # An embedded path is shared with the other processes on it through its owner
+        # (see _ownership); a server or an in-memory store gets a client of its own.
+        path = settings.path if client is None and not settings.url else None
+        self._ownership = acquire(path) if path else None
+        self._own_client = client is None and self._ownership is None
+        if self._ownership is not None:
+            self.client = self._ownership.client
+        else:
+            self.client = client if client is not None else _make_client(settings, attempts=5)
+        try:
+            self._collection = self._open_with_retries()
+        except BaseException:
+            self.close()
+            raise
         self.dimension: int | None = (self._collection.metadata or {}).get(DIMENSION_META)
 
     @property
@@ -165,24 +179,54 @@ class ChromaCollection:
 
     def nearest_among(self, vector: Vector, n: int, ids: list[str]) -> dict[str, float]:
         """The ``n`` nearest among ``ids`` only: compared one by one when they are few,
-        else Chroma's graph search restricted to them."""
+        else Chroma's graph search restricted to them.
+
+        Ids deleted since they were chosen (by another thread or process) are simply
+        not found: reading vectors skips them, and Chroma's restricted search, which
+        fails when any listed id is gone ("Error finding id", Chroma 1.5), is asked
+        again among the ids that still exist."""
         if not ids:
             return {}
         if len(ids) <= _COMPARE_ALL:
-            got = self.call("get", ids=ids, include=["embeddings"])
-            found = got["ids"]
-            if not found:
-                return {}
-            nearest = nearest_by_cosine(got["embeddings"], vector, n)
-            return {found[row]: similarity for row, similarity in nearest}
-        got = self.call(
-            "query",
-            query_embeddings=[vector],
-            n_results=min(n, len(ids)),
-            ids=ids,
-            include=["distances"],
-        )
-        return _similarities(got)
+            return self._nearest_by_reading(vector, n, ids)
+        for _ in range(_VANISHED_RETRIES):
+            try:
+                got = self.call(
+                    "query",
+                    query_embeddings=[vector],
+                    n_results=min(n, len(ids)),
+                    ids=ids,
+                    include=["distances"],
+                )
+                return _similarities(got)
+            except StoreError:
+                existing = self.existing(ids)
+                if len(existing) == len(ids):
+                    raise  # not a vanished id
+                ids = existing
+                if len(ids) <= _COMPARE_ALL:
+                    return self._nearest_by_reading(vector, n, ids)
+        return self._nearest_by_reading(vector, n, ids)
+
+    def _nearest_by_reading(self, vector: Vector, n: int, ids: list[str]) -> dict[str, float]:
+        nearest: list[tuple[str, float]] = []
+        for start in range(0, len(ids), PAGE):
+            got = self.call("get", ids=ids[start : start + PAGE], include=["embeddings"])
+            if got["ids"]:
+                found = got["ids"]
+                nearest.extend(
+                    (found[row], similarity)
+                    for row, similarity in nearest_by_cosine(got["embeddings"], vector, n)
+                )
+        nearest.sort(key=lambda pair: -pair[1])
+        return dict(nearest[:n])
+
+    def existing(self, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` that exist, in their order."""
+        present: set[str] = set()
+        for start in range(0, len(ids), PAGE):
+            present.update(self.call("get", ids=list(ids[start : start + PAGE]), include=[])["ids"])
+        return [i for i in ids if i in present]
 
     # --- writing --------------------------------------------------------------------------
 
@@ -239,6 +283,13 @@ class ChromaCollection:
                 self._collection.delete(ids=ids)
             self.client.delete_collection(self.name)
 
+    def close(self) -> None:
+        """Give this store's share of an embedded path back: the last store of this
+        process on it closes Chroma's files and lets another process own the path."""
+        ownership, self._ownership = self._ownership, None
+        if ownership is not None:
+            ownership.release()
+
     # --- opening --------------------------------------------------------------------------
 
     def _open_with_retries(self) -> Any:
@@ -262,7 +313,6 @@ class ChromaCollection:
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
             if self._own_client:
-                _forget_client(self._settings)
                 self.client = _make_client(self._settings, attempts=3)
 
     def _open(self) -> Any:
@@ -301,19 +351,6 @@ def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
     return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
 
 
-def _forget_client(settings: HybridMemorySettings) -> None:
-    """Drop Chroma's cached system for an embedded store's path, after its setup failed:
-    Chroma keeps one system per path, a half-started one included, and would hand it
-    to the next client."""
-    if not settings.path or settings.url:
-        return
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    with contextlib.suppress(Exception):
-        SharedSystemClient._identifier_to_system.pop(str(settings.path), None)
-        SharedSystemClient._identifier_to_refcount.pop(str(settings.path), None)
-
-
 def _make_client(settings: HybridMemorySettings, *, attempts: int) -> Any:
     """A Chroma client for the settings, its setup retried ``attempts`` times (see
     :meth:`ChromaCollection._open_with_retries`); StoreError with a hint when it fails."""
@@ -323,7 +360,6 @@ def _make_client(settings: HybridMemorySettings, *, attempts: int) -> Any:
         except (InvalidInputError, StoreError):
             raise
         except Exception as exc:
-            _forget_client(settings)
             if attempt < attempts:
                 time.sleep(0.05 * attempt * (0.5 + random.random()))
                 continue
@@ -357,9 +393,6 @@ def _new_client(settings: HybridMemorySettings) -> Any:
                 f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
                 f"({_SERVER_HINT})"
             ) from exc
-    if settings.path:
-        Path(settings.path).mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=settings.path)
     return chromadb.EphemeralClient()
 
 

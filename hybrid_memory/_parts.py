@@ -112,3 +112,4 @@ class StoreParts:
         self.index.close()
         if self.private:
             self.collection.drop()
+        self.collection.close()
