@@ -2,9 +2,10 @@
 asked for by its own text (issue 22), also when its text names a tag that thousands of
 other memories carry and it does not (a speaker tag: "John said ..." stored by Maria).
 
-Before the tag leg counted the tags a memory's text names, such a memory ranked first
-in the vector and keyword legs, was absent from the tag leg, and fell below the many
-carriers of that tag the content legs ranked moderately well.
+Before the tag leg counted the tags named by a memory that says what the query says,
+such a memory ranked first in the vector and keyword legs, was absent from the tag leg,
+and fell below the many carriers of that tag the content legs ranked moderately well
+(every test here failed on main 5a7263e).
 """
 
 from __future__ import annotations
