@@ -442,6 +442,7 @@ class HybridMemory:
             before=before,
             mode=s.time_phrases,
             anchor_time=lambda event: searcher.anchor_time(event, node, s),
+            order_weight=s.time_order_weight,
         )
         query = Query(
             text=text,

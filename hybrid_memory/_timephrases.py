@@ -52,8 +52,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["ORDER_KINDS", "TimePhrase", "find_time_phrase"]
-
 #: The kinds that carry no window, only a preference for newer or older memories.
 ORDER_KINDS = frozenset({"newest", "oldest"})
 

@@ -30,8 +30,6 @@ from hybrid_memory._timephrases import ORDER_KINDS, find_time_phrase
 from hybrid_memory._timeutil import to_datetime, to_timestamp
 from hybrid_memory._types import TimeWindow
 
-__all__ = ["TimePlan", "plan_time"]
-
 #: Finds the memory that best matches an event phrase: ``(id, created_at)`` or None.
 AnchorLookup = Callable[[str], "tuple[str, float] | None"]
 
@@ -84,9 +82,11 @@ def plan_time(
     before: datetime | str | float | None,
     mode: str,
     anchor_time: AnchorLookup,
+    order_weight: float = 0.0,
 ) -> TimePlan:
     """The plan for one search. ``text`` is None for searches that read no phrase
-    (``related``); ``mode`` is the ``time_phrases`` setting."""
+    (``related``); ``mode`` is the ``time_phrases`` setting; ``order_weight`` the
+    ``time_order_weight`` setting (0: an order word is reported, not applied)."""
     start, end = _stamp(after, "after"), _stamp(before, "before")
     if start is not None or end is not None:
         if start is not None and end is not None and start >= end:
@@ -99,9 +99,10 @@ def plan_time(
     if phrase is None:
         return TimePlan(node)
     if phrase.kind in ORDER_KINDS:
-        return TimePlan(
-            node, order=phrase.kind, shown=TimeWindow(phrase.phrase, phrase.kind, applied="order")
-        )
+        if order_weight <= 0:
+            return TimePlan(node, shown=TimeWindow(phrase.phrase, phrase.kind, applied="none"))
+        shown = TimeWindow(phrase.phrase, phrase.kind, applied="order")
+        return TimePlan(node, order=phrase.kind, shown=shown)
     anchor_id = None
     low, high = phrase.start, phrase.end
     if phrase.anchor is not None:

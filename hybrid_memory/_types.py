@@ -69,9 +69,10 @@ class TimeWindow:
     ``applied`` says what the search did with it: ``"filter"`` (only memories inside,
     on every leg before its cut: ``after``/``before``, or ``time_phrases="narrow"``),
     ``"boost"`` (memories inside rank higher, the others still come) or ``"order"``
-    (newer, or older, memories rank higher). ``anchor`` is the event of a "before/after
-    <event>" phrase, and ``anchor_id`` the memory whose time stood for it (None when no
-    memory matched it, in which case nothing was applied: ``applied`` is ``"none"``).
+    (newer, or older, memories rank higher), or ``"none"`` (read but not applied: an
+    order word while ``time_order_weight`` is 0, or an event no memory matched).
+    ``anchor`` is the event of a "before/after <event>" phrase, and ``anchor_id`` the
+    memory whose time stood for it.
     """
 
     phrase: str | None
