@@ -21,7 +21,7 @@ from hybrid_memory._errors import (
 )
 from hybrid_memory._memory import HybridMemory
 from hybrid_memory._settings import HybridMemorySettings
-from hybrid_memory._types import Hit, Memory, SearchResult
+from hybrid_memory._types import Hit, Memory, SearchResult, TimeWindow
 
 if TYPE_CHECKING:
     from hybrid_memory._retriever import HybridRetriever
@@ -43,6 +43,7 @@ __all__ = [
     "MissingDependencyError",
     "SearchResult",
     "StoreError",
+    "TimeWindow",
 ]
 
 

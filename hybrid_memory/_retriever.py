@@ -84,7 +84,7 @@ from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._types import Hit, SearchResult
 
 #: Search options a single call may override (``invoke(q, k=3)``).
-SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens")
+SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens", "after", "before")
 
 #: Keys this retriever writes into result metadata, besides the memory's own metadata.
 RESULT_KEYS = ("id", "score", "ranks", "scores", "tags", "created_at", "updated_at")
@@ -114,12 +114,16 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             retriever tags always are.
         alpha: Vector share against the keyword leg in ``[0, 1]``; ``None`` is adaptive.
         max_tokens: Token budget of the returned texts; ``None`` means no budget.
+        after, before: Only memories created in ``[after, before)`` (datetimes, ISO 8601
+            strings or epoch seconds; either alone is an open window), on every leg
+            before its cut.
         callback_manager: LlamaIndex callback manager (LlamaIndex's own argument).
         object_map: LlamaIndex ``object_map`` (LlamaIndex's own argument; recalled
             memories are plain text nodes, so it is only kept for compatibility).
         verbose: LlamaIndex verbosity (LlamaIndex's own argument).
 
-    Per call, ``invoke(query, k=..., filter=..., tags=..., alpha=..., max_tokens=...)``
+    Per call, ``invoke(query, k=..., filter=..., tags=..., alpha=..., max_tokens=...,
+    after=..., before=...)``
     overrides the fields; in a chain use ``configurable_fields``::
 
         from langchain_core.runnables import ConfigurableField
@@ -139,6 +143,8 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     tags: list[str] | None = None
     alpha: float | None = Field(None, ge=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
+    after: datetime | str | float | None = None
+    before: datetime | str | float | None = None
 
     # LlamaIndex's BaseRetriever.__init__ arguments, declared so that it can set them.
     callback_manager: LlamaIndexCallbackManager = Field(
@@ -357,7 +363,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     def search(self, query: str, **overrides: Any) -> SearchResult:
         """The raw :class:`SearchResult` for ``query``, with this retriever's fields
         and any per-call ``overrides`` (``k``, ``filter``, ``tags``, ``alpha``,
-        ``max_tokens``)."""
+        ``max_tokens``, ``after``, ``before``)."""
         options: dict[str, Any] = {name: getattr(self, name) for name in SEARCH_OPTIONS}
         for name, value in overrides.items():
             if name == "verbose":  # LangChain's invoke() reads it and passes it on
