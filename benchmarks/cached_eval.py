@@ -16,10 +16,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory.cli import build_parser
-from hybrid_memory.evaluation import (
+from hybrid_memory_eval import (
     QUIET,
     Progress,
     evaluate,
@@ -28,10 +25,14 @@ from hybrid_memory.evaluation import (
     parse_setting,
     parse_sweep,
 )
+from hybrid_memory_eval.cli import eval_parser
+
+from benchmarks.vector_cache import CachedEmbedding
+from hybrid_memory._embeddings import MiniLMEmbedder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
+    args = eval_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     dataset = load_dataset(args.dataset).limited(args.limit)
     report = evaluate(
         dataset,

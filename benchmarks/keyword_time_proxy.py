@@ -20,8 +20,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from hybrid_memory.cli import build_parser
-from hybrid_memory.evaluation import (
+from hybrid_memory_eval import (
     QUIET,
     Progress,
     evaluate,
@@ -30,6 +29,7 @@ from hybrid_memory.evaluation import (
     parse_setting,
     parse_sweep,
 )
+from hybrid_memory_eval.cli import eval_parser
 
 
 class HashedWords:
@@ -52,7 +52,7 @@ class HashedWords:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
+    args = eval_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     report = evaluate(
         load_dataset(args.dataset).limited(args.limit),
         k=args.k,
