@@ -21,7 +21,7 @@ from hybrid_memory._errors import (
 )
 from hybrid_memory._memory import HybridMemory
 from hybrid_memory._settings import HybridMemorySettings
-from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats
+from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats, TimeWindow
 
 if TYPE_CHECKING:
     from hybrid_memory._retriever import HybridRetriever
@@ -44,6 +44,7 @@ __all__ = [
     "SearchResult",
     "StoreError",
     "StoreStats",
+    "TimeWindow",
 ]
 
 

@@ -200,10 +200,10 @@ class ChromaCollection:
                 )
                 return _similarities(got)
             except StoreError:
-                existing = self.existing(ids)
-                if len(existing) == len(ids):
+                present = self.existing(ids)
+                if len(present) == len(ids):
                     raise  # not a vanished id
-                ids = existing
+                ids = [i for i in ids if i in present]
                 if len(ids) <= _COMPARE_ALL:
                     return self._nearest_by_reading(vector, n, ids)
         return self._nearest_by_reading(vector, n, ids)
@@ -220,13 +220,6 @@ class ChromaCollection:
                 )
         nearest.sort(key=lambda pair: -pair[1])
         return dict(nearest[:n])
-
-    def existing(self, ids: Sequence[str]) -> list[str]:
-        """Those of ``ids`` that exist, in their order."""
-        present: set[str] = set()
-        for start in range(0, len(ids), PAGE):
-            present.update(self.call("get", ids=list(ids[start : start + PAGE]), include=[])["ids"])
-        return [i for i in ids if i in present]
 
     # --- writing --------------------------------------------------------------------------
 

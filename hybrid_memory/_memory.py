@@ -50,6 +50,7 @@ from hybrid_memory._parts import StoreParts
 from hybrid_memory._records import to_memory
 from hybrid_memory._search import Query
 from hybrid_memory._settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
+from hybrid_memory._timescope import plan_time
 from hybrid_memory._timeutil import now_timestamp, to_timestamp
 from hybrid_memory._types import Memory, SearchResult, StoreStats
 
@@ -418,6 +419,8 @@ class HybridMemory:
         alpha: float | None = None,
         now: datetime | str | float | None = None,
         max_tokens: int | None = None,
+        after: datetime | str | float | None = None,
+        before: datetime | str | float | None = None,
     ) -> SearchResult:
         """The ``k`` memories that best answer ``query``, best first.
 
@@ -427,8 +430,15 @@ class HybridMemory:
             filter: Chroma-style metadata filter applied by every leg before its cut.
             tags: tags to match in the tag leg besides those found in the query text.
             alpha: vector share against the keyword leg, in [0, 1]; default adaptive.
-            now: the current time for recency decay (default: now, UTC).
+            now: the current time for recency decay and for the times the query names
+                ("last week", "in March"; default: now, UTC).
             max_tokens: stop adding hits once their texts would exceed this many tokens.
+            after, before: only memories created at or after ``after`` and before
+                ``before`` (a datetime, ISO 8601 string or epoch seconds; either alone is
+                an open window), on every leg before its cut. Without them, a time the
+                query names is read against ``now`` and favours (``time_phrases="boost"``,
+                the default) or limits (``"narrow"``) the memories created then;
+                ``SearchResult.time_window`` shows how the search read it.
         """
         s = self.settings
         text = valid_text(query, s.max_text_length, "query")
@@ -442,18 +452,35 @@ class HybridMemory:
             alpha=alpha,
             now=now,
             max_tokens=max_tokens,
+            after=after,
+            before=before,
+            read_phrase=True,
         )
 
     @_repairing
     def related(
-        self, id: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None
+        self,
+        id: str,
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        after: datetime | str | float | None = None,
+        before: datetime | str | float | None = None,
     ) -> SearchResult:
         """Memories near the one with ``id``: vector neighbours, shared tags and shared
-        keywords, fused like a search (the memory itself excluded)."""
+        keywords, fused like a search (the memory itself excluded); ``after``/``before``
+        limit them to a window of creation times, as in :meth:`search`."""
         memory_id = valid_id(id)
         row, _, vector = self._parts.collection.stored(memory_id)
         return self._search(
-            text=row.text, tags=row.tags, k=k, filter=filter, vector=list(vector), exclude=memory_id
+            text=row.text,
+            tags=row.tags,
+            k=k,
+            filter=filter,
+            vector=list(vector),
+            exclude=memory_id,
+            after=after,
+            before=before,
         )
 
     def _search(
@@ -468,21 +495,43 @@ class HybridMemory:
         max_tokens: int | None = None,
         vector: list[float] | None = None,
         exclude: str | None = None,
+        after: datetime | str | float | None = None,
+        before: datetime | str | float | None = None,
+        read_phrase: bool = False,
     ) -> SearchResult:
         s = self.settings
+        k_checked = valid_k(s.k if k is None else k, s.max_k)
+        alpha_checked = valid_alpha(alpha)
+        tokens_checked = valid_max_tokens(max_tokens)
+        moment = now_timestamp() if now is None else to_timestamp(now, field="now")
+        node = self._parse_filter(filter)
+        self._maybe_sync()
+        searcher = self._parts.searcher
+        plan = plan_time(
+            text if read_phrase else None,
+            moment,
+            node,
+            after=after,
+            before=before,
+            mode=s.time_phrases,
+            anchor_time=lambda event: searcher.anchor_time(event, node, s),
+            order_weight=s.time_order_weight,
+        )
         query = Query(
             text=text,
             tags=tags,
-            k=valid_k(s.k if k is None else k, s.max_k),
-            alpha=valid_alpha(alpha),
-            max_tokens=valid_max_tokens(max_tokens),
-            now=now_timestamp() if now is None else to_timestamp(now, field="now"),
-            node=self._parse_filter(filter),
+            k=k_checked,
+            alpha=alpha_checked,
+            max_tokens=tokens_checked,
+            now=moment,
+            node=plan.node,
             vector=vector,
             exclude=exclude,
+            boost_window=plan.boost,
+            order=plan.order,
+            time_window=plan.shown,
         )
-        self._maybe_sync()
-        return self._parts.searcher.search(query, s)
+        return searcher.search(query, s)
 
     # --- lifecycle ------------------------------------------------------------------------------
 

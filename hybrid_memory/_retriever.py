@@ -84,7 +84,7 @@ from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._types import Hit, SearchResult
 
 #: Search options a single call may override (``invoke(q, k=3)``).
-SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens")
+SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens", "after", "before")
 
 #: Keys this retriever writes into result metadata, besides the memory's own metadata.
 RESULT_KEYS = (
@@ -127,13 +127,16 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             ``None`` keeps every hit. The relevance is reported as LangChain
             ``metadata["score"]`` and LlamaIndex ``NodeWithScore.score``; the fused RRF
             value as ``metadata["fused_score"]``.
+        after, before: Only memories created in ``[after, before)`` (datetimes, ISO 8601
+            strings or epoch seconds; either alone is an open window), on every leg
+            before its cut.
         callback_manager: LlamaIndex callback manager (LlamaIndex's own argument).
         object_map: LlamaIndex ``object_map`` (LlamaIndex's own argument; recalled
             memories are plain text nodes, so it is only kept for compatibility).
         verbose: LlamaIndex verbosity (LlamaIndex's own argument).
 
     Per call, ``invoke(query, k=..., filter=..., tags=..., alpha=..., max_tokens=...,
-    min_score=...)``
+    min_score=..., after=..., before=...)``
     overrides the fields; in a chain use ``configurable_fields``::
 
         from langchain_core.runnables import ConfigurableField
@@ -154,6 +157,8 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     alpha: float | None = Field(None, ge=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
     min_score: float | None = Field(None, ge=0.0, le=1.0)
+    after: datetime | str | float | None = None
+    before: datetime | str | float | None = None
 
     # LlamaIndex's BaseRetriever.__init__ arguments, declared so that it can set them.
     callback_manager: LlamaIndexCallbackManager = Field(
@@ -372,8 +377,9 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     def search(self, query: str, **overrides: Any) -> SearchResult:
         """The raw :class:`SearchResult` for ``query``, with this retriever's fields
         and any per-call ``overrides`` (``k``, ``filter``, ``tags``, ``alpha``,
-        ``max_tokens``, ``min_score``). Hits below ``min_score`` are left out (they are
-        the result's tail: the relevance never increases down the list)."""
+        ``max_tokens``, ``min_score``, ``after``, ``before``). Hits below ``min_score`` are
+        left out (they are the result's tail: the relevance never increases down the
+        list)."""
         options: dict[str, Any] = {name: getattr(self, name) for name in SEARCH_OPTIONS}
         min_score = self.min_score
         for name, value in overrides.items():

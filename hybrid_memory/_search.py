@@ -31,7 +31,7 @@ from hybrid_memory._records import to_memory
 from hybrid_memory._relevance import evidence, keyword_coverage, monotone_relevance
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._tokens import count_tokens
-from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
+from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,11 @@ class Query:
     alpha: float | None = None
     max_tokens: int | None = None
     exclude: str | None = None
+    # A named time (hybrid_memory._timescope): the window whose memories score higher,
+    # the order preferred ("newest"/"oldest"), and what the result reports.
+    boost_window: tuple[float | None, float | None] | None = None
+    order: str | None = None
+    time_window: TimeWindow | None = None
 
 
 class Searcher:
@@ -129,6 +134,8 @@ class Searcher:
             for memory_id in fused:
                 age = age_in_days(created.get(memory_id, query.now), query.now)
                 fused[memory_id] *= decay_factor(age, s.recency_decay)
+        if fused and (query.boost_window is not None or query.order is not None):
+            _favour_times(fused, index.created_at(list(fused)), query, s)
 
         scores = {
             VECTOR: {i: vector_hits[i] for i in rankings[VECTOR]},
@@ -150,6 +157,7 @@ class Searcher:
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
             fallback_reason=fallback_reason,
+            time_window=query.time_window,
         )
 
     def relevance(
@@ -179,6 +187,20 @@ class Searcher:
             for m, words in zip(memories, texts, strict=True)
         ]
         return monotone_relevance(evidences)
+    def anchor_time(
+        self, event: str, node: Node | None, s: HybridMemorySettings
+    ) -> tuple[str, float] | None:
+        """The memory that best matches ``event`` by keywords ("I moved to Berlin"), and
+        when it was created: what "before/after <event>" in a query is relative to."""
+        scope = Scope.of(self._index, node)
+        hits = KeywordLeg(self._index, node, scope).rank(
+            event, 1, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
+        )
+        for memory_id in hits:
+            created = self._index.created_at([memory_id]).get(memory_id)
+            if created is not None:
+                return memory_id, created
+        return None
 
     def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` that exist, as memories.
@@ -214,6 +236,30 @@ def _within_budget(
         if budget > max_tokens:
             return memories[:position]
     return memories
+def _favour_times(
+    fused: dict[str, float],
+    created: Mapping[str, float],
+    query: Query,
+    s: HybridMemorySettings,
+) -> None:
+    """Raise the fused scores of memories created in the query's named window (times
+    1 + ``time_boost``), and fuse in the candidates ranked by creation time (newest or
+    oldest first, weight ``time_order_weight``) when the query asks for an order."""
+    if query.boost_window is not None and s.time_boost > 0:
+        low, high = query.boost_window
+        factor = 1.0 + s.time_boost
+        for memory_id, when in created.items():
+            if (
+                memory_id in fused
+                and (low is None or when >= low)
+                and (high is None or when < high)
+            ):
+                fused[memory_id] *= factor
+    if query.order is not None and s.time_order_weight > 0:
+        sign = -1.0 if query.order == "newest" else 1.0
+        by_time = sorted((i for i in fused if i in created), key=lambda i: (sign * created[i], i))
+        for rank, memory_id in enumerate(by_time, start=1):
+            fused[memory_id] += s.time_order_weight / (s.rrf_k + rank)
 
 
 def _hits(

@@ -160,6 +160,28 @@ class HybridMemorySettings(BaseSettings):
         le=1.0,
         description="Per-day exponential decay of scores by memory age; 0 disables it.",
     )
+    time_phrases: Literal["off", "boost", "narrow"] = Field(
+        "boost",
+        description='What a time the query names ("last week", "in March", "two '
+        "months ago\", \"before I moved\") does, relative to the query's now: 'boost' ranks "
+        "memories created in that window higher, 'narrow' searches only them (every leg, "
+        "before its cut), 'off' ignores it. SearchResult.time_window shows the reading.",
+    )
+    time_boost: float = Field(
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description="With time_phrases='boost': a memory created in the named window has "
+        "its fused score multiplied by 1 + time_boost.",
+    )
+    time_order_weight: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the candidates ranked by creation time (newest first for "
+        "'currently', 'recently', 'the latest'; oldest first for 'the first time'), fused "
+        "with the legs by RRF; 0 ignores such words.",
+    )
 
     # --- keyword index ------------------------------------------------------------
     keyword_tokenizer: str = Field(
@@ -236,6 +258,9 @@ SEARCH_SETTINGS = frozenset(
         "tag_weight",
         "tag_boost",
         "recency_decay",
+        "time_phrases",
+        "time_boost",
+        "time_order_weight",
         "feedback_docs",
         "feedback_weight",
         "feedback_full_words",

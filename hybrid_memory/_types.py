@@ -66,6 +66,33 @@ class Hit:
         return self.memory.metadata
 
 
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """The time a search was limited to or favoured, and where it came from.
+
+    ``phrase`` is the query's words that named it ("last week", "in March", "before I
+    moved"), or None when the caller passed ``after``/``before``. ``kind`` is
+    ``"window"`` (a range: ``start`` inclusive, ``end`` exclusive, either may be None
+    for an open end), ``"newest"`` or ``"oldest"`` (a phrase such as "currently" or
+    "the first time" that asks for the latest or earliest memories, with no range).
+    ``applied`` says what the search did with it: ``"filter"`` (only memories inside,
+    on every leg before its cut: ``after``/``before``, or ``time_phrases="narrow"``),
+    ``"boost"`` (memories inside rank higher, the others still come) or ``"order"``
+    (newer, or older, memories rank higher), or ``"none"`` (read but not applied: an
+    order word while ``time_order_weight`` is 0, or an event no memory matched).
+    ``anchor`` is the event of a "before/after <event>" phrase, and ``anchor_id`` the
+    memory whose time stood for it.
+    """
+
+    phrase: str | None
+    kind: str
+    start: datetime | None = None
+    end: datetime | None = None
+    applied: str = "filter"
+    anchor: str | None = None
+    anchor_id: str | None = None
+
+
 class SearchResult(list[Hit]):
     """The hits of one search, best first, plus how the search went.
 
@@ -73,6 +100,9 @@ class SearchResult(list[Hit]):
     remote embedding API was down) and the hits come from the keyword and tag legs
     only; ``fallback_reason`` then says why. ``alpha`` is the vector share used,
     ``matched_tags`` the known tags found in (or given with) the query.
+    ``time_window`` is the time the search was limited to or favoured (a
+    :class:`TimeWindow`: from ``after``/``before``, or a time the query named, such as
+    "last week"), None when there was none.
     """
 
     def __init__(
@@ -83,17 +113,20 @@ class SearchResult(list[Hit]):
         matched_tags: tuple[str, ...] = (),
         fallback_mode: bool = False,
         fallback_reason: str | None = None,
+        time_window: TimeWindow | None = None,
     ) -> None:
         super().__init__(hits or [])
         self.alpha = alpha
         self.matched_tags = matched_tags
         self.fallback_mode = fallback_mode
         self.fallback_reason = fallback_reason
+        self.time_window = time_window
 
     def __repr__(self) -> str:
         return (
             f"SearchResult({list.__repr__(self)}, alpha={self.alpha}, "
-            f"matched_tags={self.matched_tags}, fallback_mode={self.fallback_mode})"
+            f"matched_tags={self.matched_tags}, fallback_mode={self.fallback_mode}, "
+            f"time_window={self.time_window})"
         )
 
 

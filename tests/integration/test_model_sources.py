@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybrid_memory import EmbeddingError, HybridMemory
+from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
 from hybrid_memory import _minilm as minilm_module
 from hybrid_memory._embeddings import MiniLMEmbedder
 from hybrid_memory._minilm import (
@@ -302,3 +302,9 @@ def test_the_default_home_is_the_pinned_revision(monkeypatch: pytest.MonkeyPatch
     )
     monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example/")
     assert default_model_url().startswith("https://mirror.example/sentence-transformers/")
+
+
+@pytest.mark.parametrize("url", ["ftp://mirror.example/files", "file:///srv/model", "not a url"])
+def test_a_url_that_is_not_http_is_refused_at_construction(url: str) -> None:
+    with pytest.raises(InvalidInputError, match="HYBRID_MEMORY_EMBEDDING_MODEL_URL"):
+        HybridMemory(embedding_model_url=url)
