@@ -318,12 +318,3 @@ def _new_client(settings: HybridMemorySettings) -> Any:
         Path(settings.path).mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=settings.path)
     return chromadb.EphemeralClient()
-
-
-def index_path(settings: HybridMemorySettings, collection: str) -> str | None:
-    """Where the keyword index of an embedded store's collection lives (None: in memory)."""
-    if settings.index_path:
-        return settings.index_path
-    if settings.path:
-        return str(Path(settings.path) / f"keyword-{collection}.sqlite3")
-    return None

@@ -64,7 +64,14 @@ class Searcher:
         self._queries = queries
         self._pool = pool
 
-    def search(self, query: Query, s: HybridMemorySettings) -> SearchResult:
+    def search(
+        self, query: Query, s: HybridMemorySettings, *, warming: str | None = None
+    ) -> SearchResult:
+        """``warming``: why the keyword index cannot rank yet (it is being filled; see
+        :class:`~hybrid_memory._sync.IndexSync`): the vector leg answers alone, in
+        ``fallback_mode``. Only an unfiltered search runs so."""
+        if warming is not None:
+            return self._vector_only(query, s, warming)
         index, node, exclude = self._index, query.node, query.exclude
         scope = Scope.of(index, node)
         depth = max(s.candidates, query.k) + (1 if exclude else 0)
@@ -149,6 +156,29 @@ class Searcher:
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
             fallback_reason=fallback_reason,
+        )
+
+    def _vector_only(self, query: Query, s: HybridMemorySettings, reason: str) -> SearchResult:
+        depth = max(s.candidates, query.k) + (1 if query.exclude else 0)
+        vector = query.vector if query.vector is not None else self._queries.embed(query.text)
+        hits = self._collection.nearest(vector, depth, None)
+        ranking = [i for i in hits if i != query.exclude]
+        weights = {VECTOR: 1.0, KEYWORD: 0.0, TAG: 0.0}
+        fused = reciprocal_rank_fusion({VECTOR: ranking}, weights, s.rrf_k)
+        found = _hits(
+            self.memories(order_by_score(fused), query.k),
+            fused,
+            {VECTOR: ranking},
+            {VECTOR: hits},
+            query.max_tokens,
+            s.token_encoding,
+        )
+        return SearchResult(
+            found,
+            alpha=1.0,
+            matched_tags=query.tags,
+            fallback_mode=True,
+            fallback_reason=reason,
         )
 
     def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:

@@ -4,17 +4,24 @@ The collection is the source of truth; the index is checked against it when a st
 opens, after this process's writes (which go to both), and periodically for the
 writes of other processes sharing the path or the server. A damaged index file is
 rebuilt from the collection.
+
+An index that must be filled from scratch with more than ``warm_in_background``
+memories (the first process on a machine to open a large server store, say) is filled
+by a background thread ("warming"), so that the store opens at once: until it is warm,
+searches answer from the vector leg (saying so in ``fallback_mode``) and the calls
+that read the index wait for it (:meth:`IndexSync.wait_warm`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._errors import StoreError
@@ -22,6 +29,13 @@ from hybrid_memory._index.file import is_damage
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._records import UPDATED_KEY
 from hybrid_memory._tags import TagCache
+from hybrid_memory._timeutil import now_timestamp
+
+log = logging.getLogger("hybrid_memory")
+
+# Writes of other processes while a fill reads the collection are caught up from the
+# fill's start on this process's clock, less this margin for clocks that disagree.
+_CLOCK_SLACK = 300.0
 
 
 class IndexSync:
@@ -50,9 +64,112 @@ class IndexSync:
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
+        self._warm_thread: threading.Thread | None = None
+        self._warmed = 0  # memories the warming fill has read so far
+        self._to_warm = 0  # memories in the collection when it started
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def open(self, *, reconcile: bool, warm_above: int) -> None:
+        """The check a store makes when it opens. An index that must be filled from
+        scratch with many memories warms in the background; otherwise the index catches
+        up what changed since its watermark, at once. ``reconcile``: compare ids at once
+        (else in the background, when the index was kept from an earlier open: deletes
+        made meanwhile by others are then reconciled within a moment). ``warm_above``:
+        the setting ``warm_in_background``."""
+        with self._lock:
+            index, collection = self._index, self._collection
+            fresh = index.get_state("collection_id") != collection.id
+            if fresh:
+                size = collection.count()
+                if size > warm_above:
+                    self._to_warm = size
+                    self._warm_thread = threading.Thread(
+                        target=self._warm, name="hybrid-memory-warm", daemon=True
+                    )
+                    self._warm_thread.start()
+                    return
+        self.rebuilding_on_damage(lambda: self.sync(reconcile=reconcile or fresh))
+        if not (reconcile or fresh):
+            self._reconcile_in_background()
+
+    def _reconcile_in_background(self) -> None:
+        def run() -> None:
+            with self._checking:
+                if not self.closed:
+                    self.rebuilding_on_damage(lambda: self.sync(reconcile=True))
+
+        future = self._pool.submit(run)
+        future.add_done_callback(_log_failure)
+
+    # --- warming: a fill from scratch in the background --------------------------------
+
+    def warming(self) -> str | None:
+        """Why the keyword and tag legs cannot answer yet (None: they can)."""
+        thread = self._warm_thread
+        if thread is None or not thread.is_alive():
+            return None
+        return (
+            f"the keyword index is warming ({self._warmed} of about {self._to_warm} memories "
+            "read): answered from the vector leg only"
+        )
+
+    def wait_warm(self) -> None:
+        """Return once the index is warm (at once when it is, or on the warming thread)."""
+        thread = self._warm_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def stop(self) -> None:
+        """On close: stop a fill in progress (the next open starts it again)."""
+        self.closed = True
+        self.wait_warm()
+
+    def _warm(self) -> None:
+        try:
+            with self._index.file.filling(lambda: self.closed):
+                if not self.closed:
+                    self.rebuilding_on_damage(self._fill)
+        except Exception as exc:
+            # The next call checks first (and fills in the foreground) and raises.
+            log.warning("keyword index warming failed: %s", exc)
+            self.last_check = -math.inf
+
+    def _fill(self) -> None:
+        """Fill the index from scratch, a page at a time, each page read and written under
+        the write lock (so that this process's writes and the fill never cross); pages
+        read by offset may skip or repeat memories that others add or delete meanwhile:
+        what changed since the fill began is caught up, and ids reconciled, at the end."""
+        index, collection = self._index, self._collection
+        if index.get_state("collection_id") == collection.id:  # filled by another process
+            self.sync(reconcile=True)
+            return
+        started = now_timestamp() - _CLOCK_SLACK
+        with self._lock:
+            index.clear()
+        pages = collection.rows(None)
+        while not self.closed:
+            with self._lock:
+                page = next(pages, None)
+                if page is None:
+                    break
+                index.upsert(page)
+            self._warmed += len(page)
+        if self.closed:
+            return
+        with self._lock:
+            for page in collection.rows({UPDATED_KEY: {"$gt": started}}):
+                index.upsert(page)
+            self._reconcile()
+            index.set_state("collection_id", collection.id)
+            self.last_check = time.monotonic()
+            self._tags.invalidate()
+
+    # --- catching up --------------------------------------------------------------------
 
     def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """See :meth:`HybridMemory.sync`."""
+        self.wait_warm()
         with self._lock:
             index, collection = self._index, self._collection
             changed = False
@@ -77,7 +194,7 @@ class IndexSync:
         the interval is 0."""
         now = time.monotonic()
         since = now - self.last_check
-        if since < interval:
+        if since < interval or self.warming():
             return
         if interval == 0 or since >= 2 * interval:
             self.rebuilding_on_damage(self.sync)
@@ -146,11 +263,16 @@ class IndexSync:
             self._index.upsert(page)
         return bool(stale or missing)
 
-    def repair(self, cause: BaseException) -> None:
-        """Reopen the index after damage (:func:`is_damage`) and refill it from the
-        collection: it is derived state."""
+    # --- damage ----------------------------------------------------------------------------
+
+    def recover(self, error: sqlite3.DatabaseError) -> None:
+        """The one decision on an error of the keyword index: damage (:func:`is_damage`)
+        is repaired (the index reopened and refilled from the collection: it is derived
+        state) and the caller may carry on; any other error is raised as StoreError."""
+        if not is_damage(error):
+            raise StoreError(f"the keyword index {self._index.path} failed: {error}") from error
         with self._lock:
-            self._index.reset(cause)
+            self._index.reset(error)
             self.sync(reconcile=True)
             self._tags.invalidate()
 
@@ -161,6 +283,11 @@ class IndexSync:
         try:
             work()
         except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise StoreError(f"the keyword index failed: {exc}") from exc
-            self.repair(exc)
+            self.recover(exc)
+
+
+def _log_failure(future: Future[None]) -> None:
+    """A background reconcile that failed (the server unreachable, say): the periodic
+    check tries again; nothing to raise to."""
+    if not future.cancelled() and future.exception() is not None:
+        log.debug("background reconcile failed: %s", future.exception())

@@ -241,7 +241,10 @@ class KeywordSearch:
             self._ids.clear()
             postings = Postings()
             tokens = self._conn.execute(tokens_sql("temp.memory_terms")).fetchone()[0]
-            postings.add(self._reads.rowids(), parse_tokens(tokens))
+            try:
+                postings.add(self._reads.rowids(), parse_tokens(tokens))
+            except ValueError as exc:  # the FTS rows and the memories disagree
+                raise IndexDamaged(f"the keyword index's tables disagree: {exc}") from exc
             self.postings = postings
         return self.postings
 
