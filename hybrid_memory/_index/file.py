@@ -200,11 +200,20 @@ class IndexFile:
             yield
             return
         remove = "remove it (the index is rebuilt from the collection) or set index_path"
-        with contextlib.suppress(FileNotFoundError):
+        try:
             mode = os.stat(path).st_mode
-            if not stat.S_ISREG(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-                raise IndexFileError(path, f"the keyword index file is {kind}", remove)
+        except FileNotFoundError:
+            mode = stat.S_IFREG  # a new file
+        except OSError as exc:
+            raise IndexFileError(
+                path,
+                f"the keyword index file cannot be reached ({exc.strerror or exc})",
+                "check that its directory exists and this process may write in it, "
+                "or set index_path",
+            ) from exc
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise IndexFileError(path, f"the keyword index file is {kind}", remove)
         try:
             yield
         except (OSError, sqlite3.OperationalError) as exc:
@@ -260,7 +269,8 @@ class IndexFile:
             raise IndexFileError(
                 name,
                 f"the keyword index's lock file cannot be opened ({exc.strerror or exc})",
-                "remove it, or give this process read and write access to it (it holds no data)",
+                "if it is not a file, remove it (it holds no data); else give this process "
+                "read and write access to it and its directory",
             ) from exc
         with lock:
             yield lock
