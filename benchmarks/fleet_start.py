@@ -170,6 +170,138 @@ def child(args: argparse.Namespace) -> None:
     )
 
 
+def lag_writer(args: argparse.Namespace) -> None:
+    """Adds one memory every ``1 / --rate`` s for ``--lag`` s; prints each id and when
+    its add returned."""
+    memory = open_store(args.url, args.collection, args.cache_dir)
+    print("READY", flush=True)
+    sys.stdin.readline()  # all start together
+    deadline = time.monotonic() + args.lag
+    serial = 0
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        memory_id = memory.add(
+            f"lag probe {args.run} {args.writer} {serial} garden",
+            metadata={"lag_run": args.run},
+        )
+        print(f"ACK {memory_id} {time.time():.4f}", flush=True)
+        serial += 1
+        time.sleep(max(0.0, 1 / args.rate - (time.monotonic() - started)))
+    memory.close()
+    print("DONE", flush=True)
+
+
+def lag_reader(args: argparse.Namespace) -> None:
+    """Watches its keyword index (``list_memories`` with a filter answers from it) for
+    the lag run's memories, with the default ``sync_interval``; prints when each first
+    showed, then its peak resident memory."""
+    memory = open_store(args.url, args.collection, args.cache_dir)
+    memory.search("garden", k=3)
+    print("READY", flush=True)
+    sys.stdin.readline()
+    seen: set[str] = set()
+    deadline = time.monotonic() + args.lag + 15
+    while time.monotonic() < deadline:
+        now = time.time()
+        for m in memory.list_memories({"lag_run": args.run}):
+            if m.id not in seen:
+                seen.add(m.id)
+                print(f"SEEN {m.id} {now:.4f}", flush=True)
+        memory.search("lag probe garden", k=5)  # a reader also searches
+        time.sleep(0.02)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    memory.close()
+    print(f"RSS {rss_mb:.1f}", flush=True)
+
+
+def copy_cache(source: str, target: str) -> None:
+    """A consistent copy of every keyword-index cache file under ``source``."""
+    import sqlite3
+
+    Path(target, "indexes").mkdir(parents=True, exist_ok=True)
+    for file in Path(source, "indexes").glob("*.sqlite3"):
+        with (
+            sqlite3.connect(file) as src,
+            sqlite3.connect(Path(target, "indexes", file.name)) as dst,
+        ):
+            src.backup(dst)
+
+
+def measure_lag(url: str, collection: str, caches: str, args: argparse.Namespace) -> dict:
+    """Writers add at a steady rate while readers (each its own process, sharing one
+    cache file) watch for the new memories: the lag from an add's return to the
+    memory's showing in another process's keyword index."""
+    run = f"lag{int(time.time())}"
+    common = [sys.executable, __file__, "--url", url, "--collection", collection]
+    common += ["--lag", str(args.lag), "--rate", str(args.rate), "--run", run]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    children = []
+    for w in range(args.writers):
+        # Each writer stands for another machine: a cache of its own, copied from the
+        # readers' warm one (a prebuilt cache), so that what is timed is the sync.
+        copy_cache(caches, f"{caches}/w{w}")
+        command = [*common, "--lag-role", "writer", "--writer", str(w)]
+        children.append(("writer", [*command, "--cache-dir", f"{caches}/w{w}"]))
+    for _ in range(args.readers):
+        children.append(("reader", [*common, "--lag-role", "reader", "--cache-dir", caches]))
+    procs = [
+        (
+            role,
+            subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            ),
+        )
+        for role, cmd in children
+    ]
+    for _, proc in procs:
+        assert proc.stdout is not None
+        while not proc.stdout.readline().startswith("READY"):
+            pass
+    for _, proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    acks: dict[str, float] = {}
+    seen: list[dict[str, float]] = []
+    rss: list[float] = []
+    for role, proc in procs:
+        out, _ = proc.communicate(timeout=args.lag + 120)
+        mine: dict[str, float] = {}
+        for line in out.splitlines():
+            parts = line.split()
+            if parts and parts[0] == "ACK":
+                acks[parts[1]] = float(parts[2])
+            elif parts and parts[0] == "SEEN":
+                mine[parts[1]] = float(parts[2])
+            elif parts and parts[0] == "RSS":
+                rss.append(float(parts[1]))
+        if role == "reader":
+            seen.append(mine)
+    lags = sorted(
+        max(0.0, reader[i] - t) for reader in seen for i, t in acks.items() if i in reader
+    )
+    missed = sum(1 for reader in seen for i in acks if i not in reader)
+
+    def pct(q: float) -> float | None:
+        return round(lags[min(len(lags) - 1, int(q * len(lags)))], 3) if lags else None
+
+    cleanup = open_store(url, collection, f"{caches}/w0")
+    cleanup.delete(filter={"lag_run": run})
+    cleanup.close()
+    return {
+        "writers": args.writers,
+        "rate_per_writer": args.rate,
+        "readers": args.readers,
+        "seconds": args.lag,
+        "adds": len(acks),
+        "lag_p50_s": pct(0.5),
+        "lag_p95_s": pct(0.95),
+        "lag_max_s": lags[-1] if lags else None,
+        "missed": missed,
+        "reader_peak_rss_mb": rss,
+    }
+
+
 def run_child(url: str, collection: str, cache_dir: str, target: int, **expect: str) -> Any:
     command = [
         sys.executable,
@@ -220,6 +352,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--lag", type=float, default=0, help="also measure sync lag under writes, this long (s)"
+    )
+    parser.add_argument("--writers", type=int, default=2)
+    parser.add_argument("--readers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=10.0, help="adds per second per writer")
+    parser.add_argument("--lag-role", choices=["writer", "reader"], help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--writer", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
@@ -230,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         child(args)
         return 0
+    if args.lag_role:
+        (lag_writer if args.lag_role == "writer" else lag_reader)(args)
+        return 0
     report: dict[str, Any] = {"n": args.n}
     with server(args) as url, tempfile.TemporaryDirectory(prefix="fleet-caches-") as caches:
         report["fill"] = fill(url, args.collection, args.n, args.batch, f"{caches}/filler")
@@ -237,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = args.n // 2
         report["cold"] = run_child(url, args.collection, fleet_cache, target)
         report["warm"] = run_child(url, args.collection, fleet_cache, target)
+        if args.lag:
+            report["lag"] = measure_lag(url, args.collection, fleet_cache, args)
         changed = change(url, args.collection, args.n, args.changes, f"{caches}/other")
         report["changes"] = {k: len(v) for k, v in changed.items() if isinstance(v, list)}
         try:
@@ -272,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r['keyword_ready_after_open_s']} s after imports, peak RSS {r['peak_rss_mb']} MB"
             )
         print(f"checks after changes: {report['warm_after_changes']['checks']}; ok={ok}")
+        if "lag" in report:
+            print(f"sync lag under writes: {json.dumps(report['lag'])}")
     return 0 if ok else 1
 
 

@@ -115,10 +115,16 @@ class IndexSync:
         )
 
     def wait_warm(self) -> None:
-        """Return once the index is warm (at once when it is, or on the warming thread)."""
+        """Return once the index is warm (at once when it is, or on the warming thread).
+        Not waited for under the write lock, which the fill takes for each page."""
         thread = self._warm_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        if thread is None or thread is threading.current_thread():
+            return
+        if getattr(self._lock, "_is_owned", lambda: False)():
+            # A write that met a damaged index, under the write lock: waiting would never
+            # end (the fill takes the lock for each page); its repair runs beside the fill.
+            return
+        thread.join()
 
     def stop(self) -> None:
         """On close: stop a fill in progress (the next open starts it again)."""
@@ -271,6 +277,7 @@ class IndexSync:
         state) and the caller may carry on; any other error is raised as StoreError."""
         if not is_damage(error):
             raise StoreError(f"the keyword index {self._index.path} failed: {error}") from error
+        self.wait_warm()  # before the write lock, which the warming fill takes
         with self._lock:
             self._index.reset(error)
             self.sync(reconcile=True)

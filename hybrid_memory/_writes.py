@@ -70,14 +70,16 @@ class Writer:
         if len(set(explicit)) != len(explicit) and not upsert:
             repeated = next(i for i in explicit if explicit.count(i) > 1)
             raise InvalidInputError("id", f"id {repeated!r} appears more than once in this call")
+        hashes = [m.content_hash for m in memories if m.id is None]
+        if hashes and not allow_duplicates:
+            # Dedup needs every stored memory's hash; waited for outside the write lock,
+            # which the warming fill takes for each page.
+            self._sync.wait_warm()
         with self._lock:
             self._sync.maybe_sync(sync_interval)  # dedup against other processes' writes
             existing = self._collection.metadata_by_id(explicit)
             if existing and not upsert:
                 raise DuplicateIdError(next(i for i in explicit if i in existing))
-            hashes = [m.content_hash for m in memories if m.id is None]
-            if hashes and not allow_duplicates:
-                self._sync.wait_warm()  # dedup needs every stored memory's hash
             known = {} if allow_duplicates else self._index.ids_by_hash(hashes)
             ids: list[str] = []
             to_write: dict[str, NewMemory] = {}

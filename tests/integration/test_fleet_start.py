@@ -253,11 +253,13 @@ def test_a_cold_open_answers_from_the_vector_leg_while_the_index_warms(
             assert result.fallback_reason is not None and "warming" in result.fallback_reason
             assert result[0].id == "w7"  # its own text: the vector leg finds it
             assert all(set(h.ranks) == {"vector"} for h in result)
-            # A filtered count reads the index: it waits for the warming.
+            # An add without an id dedups against every stored memory: it waits for the
+            # warming (outside the write lock, which the fill takes), then finds w3's text.
             released = threading.Timer(0.5, fcntl.flock, (lock, fcntl.LOCK_UN))
             released.start()
-            assert store.count({"created_at": {"$gte": 0}}) == 60
+            assert store.add(items("w", 60)[3]["text"]) == "w3"
             released.join()
+            assert store.count({"created_at": {"$gte": 0}}) == 60
         except BaseException:
             store.close()
             raise
