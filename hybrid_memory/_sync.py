@@ -36,6 +36,8 @@ log = logging.getLogger("hybrid_memory")
 # Writes of other processes while a fill reads the collection are caught up from the
 # fill's start on this process's clock, less this margin for clocks that disagree.
 _CLOCK_SLACK = 300.0
+# A read of the collection's ids counts as taken this long before it started.
+_SNAPSHOT_SLACK = 1.0
 
 
 class IndexSync:
@@ -94,10 +96,24 @@ class IndexSync:
             self._reconcile_in_background()
 
     def _reconcile_in_background(self) -> None:
+        """Compare ids with the collection on the pool. The collection's ids (a read
+        that grows with the store) are read without the write lock, so that this
+        process's writes go on meanwhile; see :meth:`_reconcile` for what a write made
+        during that read cannot be mistaken for."""
+
         def run() -> None:
             with self._checking:
-                if not self.closed:
-                    self.rebuilding_on_damage(lambda: self.sync(reconcile=True))
+                if self.closed:
+                    return
+                since = now_timestamp() - _SNAPSHOT_SLACK
+                in_collection = self._collection.all_ids()
+
+                def compare() -> None:
+                    with self._lock:
+                        if self._reconcile(in_collection, since):
+                            self._tags.invalidate()
+
+                self.rebuilding_on_damage(compare)
 
         future = self._pool.submit(run)
         future.add_done_callback(_log_failure)
@@ -257,11 +273,18 @@ class IndexSync:
             return True
         return index.count() != self._collection.count()
 
-    def _reconcile(self) -> bool:
-        """Make the index hold exactly the collection's ids; True if it changed."""
-        in_collection = self._collection.all_ids()
+    def _reconcile(self, in_collection: set[str] | None = None, since: float | None = None) -> bool:
+        """Make the index hold exactly the collection's ids; True if it changed. Under
+        the write lock. ``in_collection``: the collection's ids when read before (from
+        ``since`` on this clock): an indexed memory missing from them that was written
+        after ``since`` may be newer than the read, and is kept (a later check decides)."""
+        if in_collection is None:
+            in_collection = self._collection.all_ids()
         indexed = self._index.ids()
         stale = indexed - in_collection
+        if stale and since is not None:
+            rows = self._index.rows(sorted(stale))
+            stale = {i for i in stale if i not in rows or rows[i].updated_at < since}
         if stale:
             self._index.delete(stale)
         missing = sorted(in_collection - indexed)
