@@ -45,8 +45,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shared_load import SEEDED_NAME, VOCABULARY, SeededEmbedding, chroma_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.shared_load import SEEDED_NAME, VOCABULARY, SeededEmbedding, chroma_server
 
 TAGS = ("ops", "ui", "billing", "travel", "health", "family", "food", "work")
 

@@ -269,3 +269,39 @@ def test_a_cold_open_answers_from_the_vector_leg_while_the_index_warms(
         assert warm[0].id == "w7" and "keyword" in warm[0].ranks
     finally:
         store.close()
+
+
+def test_the_fleet_benchmark_runs_at_a_tiny_size(chroma_server: str) -> None:
+    """No timing asserted: this keeps ``benchmarks/fleet_start.py`` from rotting."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "fleet_start.py"),
+            "--url",
+            chroma_server,
+            "--collection",
+            f"bench-{uuid.uuid4().hex[:8]}",
+            "--n",
+            "60",
+            "--changes",
+            "3",
+            "--lag",
+            "2",
+            "--writers",
+            "1",
+            "--readers",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["fill"]["count"] == 60
+    for run in ("cold", "warm", "warm_after_changes"):
+        assert report[run]["found_by_first_search"], report[run]
+        assert {"chroma_client_s", "open_s", "first_search_s", "peak_rss_mb"} <= set(report[run])
+    assert report["warm_after_changes"]["checks"] == {"deleted_absent": True, "updated_found": True}
+    assert report["lag"]["adds"] > 0 and report["lag"]["missed"] == 0
