@@ -7,7 +7,6 @@ import contextlib
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -387,12 +386,3 @@ def _new_client(settings: HybridMemorySettings) -> Any:
                 f"({_SERVER_HINT})"
             ) from exc
     return chromadb.EphemeralClient()
-
-
-def index_path(settings: HybridMemorySettings, collection: str) -> str | None:
-    """Where the keyword index of an embedded store's collection lives (None: in memory)."""
-    if settings.index_path:
-        return settings.index_path
-    if settings.path:
-        return str(Path(settings.path) / f"keyword-{collection}.sqlite3")
-    return None

@@ -7,6 +7,7 @@ HybridMemoryError
 ├── EmbeddingError                         the embedding model failed or is unavailable
 │   └── EmbeddingMismatchError             the store was built with another model / dimension
 ├── StoreError                             Chroma or the keyword index failed underneath
+│   └── IndexFileError                     the keyword index's file cannot be used; says what to do
 └── MissingDependencyError (ImportError)   an optional package is needed; says what to install
 """
 
@@ -62,6 +63,15 @@ class StoreError(HybridMemoryError):
 #: name and the command stay ``hybrid_memory`` and ``hybrid-memory``. The index's
 #: ``hybrid-memory`` is an unrelated project (it installs only a ``scripts`` package).
 DISTRIBUTION = "hybrid-agent-memory"
+class IndexFileError(StoreError):
+    """A file of the keyword index cannot be used (a directory where the file should be,
+    a device, no permission): what the library cannot repair by itself, since the fix
+    touches something it did not make. ``path`` names the file; the message says what
+    to do. The index is derived from the collection: removing the file loses nothing."""
+
+    def __init__(self, path: str, problem: str, remedy: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}; {remedy}")
 
 
 class MissingDependencyError(HybridMemoryError, ImportError):

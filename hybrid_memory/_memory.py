@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 from hybrid_memory._embeddings import Embedder
 from hybrid_memory._errors import InvalidInputError, MemoryNotFoundError, StoreError
 from hybrid_memory._filters import Node, parse_filter
-from hybrid_memory._index.file import is_damage
 from hybrid_memory._inputs import (
     new_memory,
     valid_alpha,
@@ -61,17 +60,16 @@ def _repairing(method: _F) -> _F:
     """A public operation that survives a damaged keyword index: the index is derived
     data, so when SQLite finds its file damaged (truncated, overwritten, deleted under
     this process), the index is rebuilt from the collection and the operation runs
-    again, once. Other SQLite failures become :class:`StoreError`. Writes never run
-    twice: the writer repairs the index itself after the collection took a write."""
+    again, once (what is damage and what to do is decided in one place,
+    :meth:`IndexSync.recover`). Writes never run twice: the writer has the index
+    recovered itself after the collection took a write."""
 
     @functools.wraps(method)
     def run(self: HybridMemory, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise StoreError(f"the keyword index failed: {exc}") from exc
-            self._parts.sync.repair(exc)
+            self._parts.sync.recover(exc)
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
@@ -129,8 +127,17 @@ class HybridMemory:
         self._owner = True
         self._closed = False
         # On open, compare ids too: an add and a delete made behind the index's back
-        # (a crash, another tool) can leave the counts equal.
-        self.sync(reconcile=True)
+        # (a crash, another tool) can leave the counts equal. An index kept in a cache
+        # for a server store does that in the background: the ids of a large store
+        # are many requests to the server, and the open catches up on its watermark.
+        try:
+            self._parts.sync.open(
+                reconcile=self._parts.server is None,
+                warm_above=self.settings.warm_in_background,
+            )
+        except BaseException:
+            self._parts.close()
+            raise
 
     @property
     def embedder(self) -> Embedder:
@@ -287,6 +294,9 @@ class HybridMemory:
     @_repairing
     def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """How many memories there are (matching ``filter``, when given)."""
+        if filter is None:
+            return self._parts.collection.count()
+        self._parts.sync.wait_warm()
         node = self._parse_filter(filter)
         if node is None:
             return self._parts.collection.count()
@@ -316,6 +326,7 @@ class HybridMemory:
         node = self._parse_filter(filter)  # the same checks as count, search and delete
         if limit == 0:
             return []
+        self._parts.sync.wait_warm()
         self._maybe_sync()
         ids = self._parts.index.page(node, limit, offset)
         return self._parts.searcher.memories(ids, len(ids))
@@ -323,6 +334,7 @@ class HybridMemory:
     @_repairing
     def tags(self) -> list[str]:
         """Every tag in use, sorted."""
+        self._parts.sync.wait_warm()
         self._maybe_sync()
         return sorted(self._parts.index.all_tags())
 
@@ -443,7 +455,9 @@ class HybridMemory:
         s = self.settings
         text = valid_text(query, s.max_text_length, "query")
         extra_tags = valid_tags(tags, s)
-        matched = tuple(dict.fromkeys((*self._parts.tags.find(text), *extra_tags)))
+        # While the index warms, the known tags are not all known yet (see _search).
+        found = () if self._parts.sync.warming() else self._parts.tags.find(text)
+        matched = tuple(dict.fromkeys((*found, *extra_tags)))
         return self._search(
             text=text,
             tags=matched,
@@ -500,6 +514,7 @@ class HybridMemory:
         read_phrase: bool = False,
     ) -> SearchResult:
         s = self.settings
+        s = self.settings
         k_checked = valid_k(s.k if k is None else k, s.max_k)
         alpha_checked = valid_alpha(alpha)
         tokens_checked = valid_max_tokens(max_tokens)
@@ -517,6 +532,14 @@ class HybridMemory:
             anchor_time=lambda event: searcher.anchor_time(event, node, s),
             order_weight=s.time_order_weight,
         )
+        # A keyword index still warming (a new process on a large store) cannot rank:
+        # an unfiltered search answers from the vector leg; a filter (the caller's or a
+        # time window's) is tested in the index (and which fields hold lists is read
+        # there), so a filtered one waits.
+        warming = self._parts.sync.warming()
+        if warming is not None and plan.node is not None:
+            self._parts.sync.wait_warm()
+            warming = None
         query = Query(
             text=text,
             tags=tags,
@@ -531,7 +554,7 @@ class HybridMemory:
             order=plan.order,
             time_window=plan.shown,
         )
-        return searcher.search(query, s)
+        return searcher.search(query, s, warming=warming)
 
     # --- lifecycle ------------------------------------------------------------------------------
 

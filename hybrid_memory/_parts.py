@@ -10,10 +10,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hybrid_memory._collection import ChromaCollection, index_path
+from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
 from hybrid_memory._errors import StoreError
 from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.location import index_path, server_identity
 from hybrid_memory._namespaces import namespace_collection, namespace_index_path
 from hybrid_memory._search import Searcher
 from hybrid_memory._settings import HybridMemorySettings, load_settings
@@ -52,7 +53,14 @@ class StoreParts:
         self.private = private
         name = f"hm-{uuid.uuid4().hex[:12]}" if self.private else s.collection
         self.collection = ChromaCollection(s, name, self.embedder.name, client)
-        self.index = KeywordIndex(index_path(s, name), s.keyword_tokenizer)
+        # What the store talks to, when that outlives this process and is not a ``path``
+        # (whose index lives beside it): the index is then kept in a cache file.
+        self.server = None if self.private else server_identity(s, self.collection.client)
+        if s.path:
+            self.server = None
+        self.index = KeywordIndex(
+            index_path(s, name, self.collection.id, self.server), s.keyword_tokenizer
+        )
         self.tags = TagCache(self.index.all_tags, s.tag_cache_ttl)
         self.lock = threading.RLock()
         # Query embeddings of concurrent searches, and the periodic sync check (one at a
@@ -107,7 +115,7 @@ class StoreParts:
             namespaces, self._namespaces = list(self._namespaces.values()), {}
         for parts in namespaces:
             parts.close()
-        self.sync.closed = True
+        self.sync.stop()
         self.pool.shutdown(wait=True)
         self.index.close()
         if self.private:

@@ -70,7 +70,14 @@ class Searcher:
         self._queries = queries
         self._pool = pool
 
-    def search(self, query: Query, s: HybridMemorySettings) -> SearchResult:
+    def search(
+        self, query: Query, s: HybridMemorySettings, *, warming: str | None = None
+    ) -> SearchResult:
+        """``warming``: why the keyword index cannot rank yet (it is being filled; see
+        :class:`~hybrid_memory._sync.IndexSync`): the vector leg answers alone, in
+        ``fallback_mode``. Only an unfiltered search runs so."""
+        if warming is not None:
+            return self._vector_only(query, s, warming)
         index, node, exclude = self._index, query.node, query.exclude
         scope = Scope.of(index, node)
         depth = max(s.candidates, query.k) + (1 if exclude else 0)
@@ -187,6 +194,7 @@ class Searcher:
             for m, words in zip(memories, texts, strict=True)
         ]
         return monotone_relevance(evidences)
+
     def anchor_time(
         self, event: str, node: Node | None, s: HybridMemorySettings
     ) -> tuple[str, float] | None:
@@ -201,6 +209,26 @@ class Searcher:
             if created is not None:
                 return memory_id, created
         return None
+
+    def _vector_only(self, query: Query, s: HybridMemorySettings, reason: str) -> SearchResult:
+        depth = max(s.candidates, query.k) + (1 if query.exclude else 0)
+        vector = query.vector if query.vector is not None else self._queries.embed(query.text)
+        hits = self._collection.nearest(vector, depth, None)
+        ranking = [i for i in hits if i != query.exclude]
+        weights = {VECTOR: 1.0, KEYWORD: 0.0, TAG: 0.0}
+        fused = reciprocal_rank_fusion({VECTOR: ranking}, weights, s.rrf_k)
+        memories = self.memories(order_by_score(fused), query.k)
+        memories = _within_budget(memories, query.max_tokens, s.token_encoding)
+        relevance = self.relevance(query.text, memories, hits, drop_stopwords=s.drop_stopwords)
+        found = _hits(memories, relevance, fused, {VECTOR: ranking}, {VECTOR: hits})
+        return SearchResult(
+            found,
+            alpha=1.0,
+            matched_tags=query.tags,
+            fallback_mode=True,
+            fallback_reason=reason,
+            time_window=query.time_window,
+        )
 
     def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` that exist, as memories.

@@ -53,8 +53,10 @@ class HybridMemorySettings(BaseSettings):
     )
     index_path: str | None = Field(
         None,
-        description="SQLite file of the derived keyword index. Default: inside `path`; "
-        "in memory (rebuilt from the collection on open) for in-memory and server stores.",
+        description="SQLite file of the derived keyword index. Default: inside `path`; for "
+        "a server store (url, or a client), a cache file under cache_dir/indexes named by "
+        "the server and the collection's id, reused by every later open on this machine "
+        "(which catches up only what changed); in memory for in-memory stores.",
     )
 
     # --- embeddings ---------------------------------------------------------------
@@ -91,9 +93,10 @@ class HybridMemorySettings(BaseSettings):
     cache_dir: str | None = Field(
         None,
         description="Directory for files derived once and reused: the default model's "
-        "onnxruntime graph (~90 MB) and, if downloaded, its files (~90 MB). Default: "
-        "$XDG_CACHE_HOME/hybrid-memory, else "
-        "~/.cache/hybrid-memory; if it cannot be written, the graph is built in memory.",
+        "onnxruntime graph (~90 MB) and, if downloaded, its files (~90 MB); under indexes/, "
+        "the keyword indexes of server stores. Default: $XDG_CACHE_HOME/hybrid-memory, else "
+        "~/.cache/hybrid-memory; if it cannot be written, the graph is built and the index "
+        "kept in memory.",
     )
     embedding_batch_size: int = Field(32, ge=1, le=4096, description="Texts per embedding call.")
     query_cache_size: int = Field(
@@ -198,6 +201,15 @@ class HybridMemorySettings(BaseSettings):
         le=1.0,
         description="Keyword queries leave out words found in more than this share of "
         "memories (they weigh little in BM25 and cost the most); 1 keeps every word.",
+    )
+    warm_in_background: int = Field(
+        5000,
+        ge=0,
+        description="A keyword index that must be filled from scratch with more memories "
+        "than this (a new process on a large server store, with no cache yet) is filled in "
+        "the background: the store opens at once, and until the index is warm, unfiltered "
+        "searches answer from the vector leg (fallback_mode) while other calls that read "
+        "the index wait for it.",
     )
     sync_interval: float = Field(
         1.0,

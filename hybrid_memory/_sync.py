@@ -4,17 +4,24 @@ The collection is the source of truth; the index is checked against it when a st
 opens, after this process's writes (which go to both), and periodically for the
 writes of other processes sharing the path or the server. A damaged index file is
 rebuilt from the collection.
+
+An index that must be filled from scratch with more than ``warm_in_background``
+memories (the first process on a machine to open a large server store, say) is filled
+by a background thread ("warming"), so that the store opens at once: until it is warm,
+searches answer from the vector leg (saying so in ``fallback_mode``) and the calls
+that read the index wait for it (:meth:`IndexSync.wait_warm`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._errors import StoreError
@@ -22,6 +29,15 @@ from hybrid_memory._index.file import is_damage
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._records import UPDATED_KEY
 from hybrid_memory._tags import TagCache
+from hybrid_memory._timeutil import now_timestamp
+
+log = logging.getLogger("hybrid_memory")
+
+# Writes of other processes while a fill reads the collection are caught up from the
+# fill's start on this process's clock, less this margin for clocks that disagree.
+_CLOCK_SLACK = 300.0
+# A read of the collection's ids counts as taken this long before it started.
+_SNAPSHOT_SLACK = 1.0
 
 
 class IndexSync:
@@ -50,9 +66,132 @@ class IndexSync:
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
+        self._warm_thread: threading.Thread | None = None
+        self._warmed = 0  # memories the warming fill has read so far
+        self._to_warm = 0  # memories in the collection when it started
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def open(self, *, reconcile: bool, warm_above: int) -> None:
+        """The check a store makes when it opens. An index that must be filled from
+        scratch with many memories warms in the background; otherwise the index catches
+        up what changed since its watermark, at once. ``reconcile``: compare ids at once
+        (else in the background, when the index was kept from an earlier open: deletes
+        made meanwhile by others are then reconciled within a moment). ``warm_above``:
+        the setting ``warm_in_background``."""
+        with self._lock:
+            index, collection = self._index, self._collection
+            fresh = index.get_state("collection_id") != collection.id
+            if fresh:
+                size = collection.count()
+                if size > warm_above:
+                    self._to_warm = size
+                    self._warm_thread = threading.Thread(
+                        target=self._warm, name="hybrid-memory-warm", daemon=True
+                    )
+                    self._warm_thread.start()
+                    return
+        self.rebuilding_on_damage(lambda: self.sync(reconcile=reconcile or fresh))
+        if not (reconcile or fresh):
+            self._reconcile_in_background()
+
+    def _reconcile_in_background(self) -> None:
+        """Compare ids with the collection on the pool. The collection's ids (a read
+        that grows with the store) are read without the write lock, so that this
+        process's writes go on meanwhile; see :meth:`_reconcile` for what a write made
+        during that read cannot be mistaken for."""
+
+        def run() -> None:
+            with self._checking:
+                if self.closed:
+                    return
+                since = now_timestamp() - _SNAPSHOT_SLACK
+                in_collection = self._collection.all_ids()
+
+                def compare() -> None:
+                    with self._lock:
+                        if self._reconcile(in_collection, since):
+                            self._tags.invalidate()
+
+                self.rebuilding_on_damage(compare)
+
+        future = self._pool.submit(run)
+        future.add_done_callback(_log_failure)
+
+    # --- warming: a fill from scratch in the background --------------------------------
+
+    def warming(self) -> str | None:
+        """Why the keyword and tag legs cannot answer yet (None: they can)."""
+        thread = self._warm_thread
+        if thread is None or not thread.is_alive():
+            return None
+        return (
+            f"the keyword index is warming ({self._warmed} of about {self._to_warm} memories "
+            "read): answered from the vector leg only"
+        )
+
+    def wait_warm(self) -> None:
+        """Return once the index is warm (at once when it is, or on the warming thread).
+        Not waited for under the write lock, which the fill takes for each page."""
+        thread = self._warm_thread
+        if thread is None or thread is threading.current_thread():
+            return
+        if getattr(self._lock, "_is_owned", lambda: False)():
+            # A write that met a damaged index, under the write lock: waiting would never
+            # end (the fill takes the lock for each page); its repair runs beside the fill.
+            return
+        thread.join()
+
+    def stop(self) -> None:
+        """On close: stop a fill in progress (the next open starts it again)."""
+        self.closed = True
+        self.wait_warm()
+
+    def _warm(self) -> None:
+        try:
+            with self._index.file.filling(lambda: self.closed):
+                if not self.closed:
+                    self.rebuilding_on_damage(self._fill)
+        except Exception as exc:
+            # The next call checks first (and fills in the foreground) and raises.
+            log.warning("keyword index warming failed: %s", exc)
+            self.last_check = -math.inf
+
+    def _fill(self) -> None:
+        """Fill the index from scratch, a page at a time, each page read and written under
+        the write lock (so that this process's writes and the fill never cross); pages
+        read by offset may skip or repeat memories that others add or delete meanwhile:
+        what changed since the fill began is caught up, and ids reconciled, at the end."""
+        index, collection = self._index, self._collection
+        if index.get_state("collection_id") == collection.id:  # filled by another process
+            self.sync(reconcile=True)
+            return
+        started = now_timestamp() - _CLOCK_SLACK
+        with self._lock:
+            index.clear()
+        pages = collection.rows(None)
+        while not self.closed:
+            with self._lock:
+                page = next(pages, None)
+                if page is None:
+                    break
+                index.upsert(page)
+            self._warmed += len(page)
+        if self.closed:
+            return
+        with self._lock:
+            for page in collection.rows({UPDATED_KEY: {"$gt": started}}):
+                index.upsert(page)
+            self._reconcile()
+            index.set_state("collection_id", collection.id)
+            self.last_check = time.monotonic()
+            self._tags.invalidate()
+
+    # --- catching up --------------------------------------------------------------------
 
     def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """See :meth:`HybridMemory.sync`."""
+        self.wait_warm()
         with self._lock:
             index, collection = self._index, self._collection
             changed = False
@@ -77,7 +216,7 @@ class IndexSync:
         the interval is 0."""
         now = time.monotonic()
         since = now - self.last_check
-        if since < interval:
+        if since < interval or self.warming():
             return
         if interval == 0 or since >= 2 * interval:
             self.rebuilding_on_damage(self.sync)
@@ -134,11 +273,18 @@ class IndexSync:
             return True
         return index.count() != self._collection.count()
 
-    def _reconcile(self) -> bool:
-        """Make the index hold exactly the collection's ids; True if it changed."""
-        in_collection = self._collection.all_ids()
+    def _reconcile(self, in_collection: set[str] | None = None, since: float | None = None) -> bool:
+        """Make the index hold exactly the collection's ids; True if it changed. Under
+        the write lock. ``in_collection``: the collection's ids when read before (from
+        ``since`` on this clock): an indexed memory missing from them that was written
+        after ``since`` may be newer than the read, and is kept (a later check decides)."""
+        if in_collection is None:
+            in_collection = self._collection.all_ids()
         indexed = self._index.ids()
         stale = indexed - in_collection
+        if stale and since is not None:
+            rows = self._index.rows(sorted(stale))
+            stale = {i for i in stale if i not in rows or rows[i].updated_at < since}
         if stale:
             self._index.delete(stale)
         missing = sorted(in_collection - indexed)
@@ -146,11 +292,17 @@ class IndexSync:
             self._index.upsert(page)
         return bool(stale or missing)
 
-    def repair(self, cause: BaseException) -> None:
-        """Reopen the index after damage (:func:`is_damage`) and refill it from the
-        collection: it is derived state."""
+    # --- damage ----------------------------------------------------------------------------
+
+    def recover(self, error: sqlite3.DatabaseError) -> None:
+        """The one decision on an error of the keyword index: damage (:func:`is_damage`)
+        is repaired (the index reopened and refilled from the collection: it is derived
+        state) and the caller may carry on; any other error is raised as StoreError."""
+        if not is_damage(error):
+            raise StoreError(f"the keyword index {self._index.path} failed: {error}") from error
+        self.wait_warm()  # before the write lock, which the warming fill takes
         with self._lock:
-            self._index.reset(cause)
+            self._index.reset(error)
             self.sync(reconcile=True)
             self._tags.invalidate()
 
@@ -161,6 +313,11 @@ class IndexSync:
         try:
             work()
         except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise StoreError(f"the keyword index failed: {exc}") from exc
-            self.repair(exc)
+            self.recover(exc)
+
+
+def _log_failure(future: Future[None]) -> None:
+    """A background reconcile that failed (the server unreachable, say): the periodic
+    check tries again; nothing to raise to."""
+    if not future.cancelled() and future.exception() is not None:
+        log.debug("background reconcile failed: %s", future.exception())

@@ -21,7 +21,6 @@ from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
-from hybrid_memory._index.file import is_damage
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._records import (
     CREATED_KEY,
@@ -71,16 +70,17 @@ class Writer:
         if len(set(explicit)) != len(explicit) and not upsert:
             repeated = next(i for i in explicit if explicit.count(i) > 1)
             raise InvalidInputError("id", f"id {repeated!r} appears more than once in this call")
+        hashes = [m.content_hash for m in memories if m.id is None]
+        if hashes and not allow_duplicates:
+            # Dedup needs every stored memory's hash; waited for outside the write lock,
+            # which the warming fill takes for each page.
+            self._sync.wait_warm()
         with self._lock:
             self._sync.maybe_sync(sync_interval)  # dedup against other processes' writes
             existing = self._collection.metadata_by_id(explicit)
             if existing and not upsert:
                 raise DuplicateIdError(next(i for i in explicit if i in existing))
-            known = (
-                {}
-                if allow_duplicates
-                else self._index.ids_by_hash([m.content_hash for m in memories if m.id is None])
-            )
+            known = {} if allow_duplicates else self._index.ids_by_hash(hashes)
             ids: list[str] = []
             to_write: dict[str, NewMemory] = {}
             for m in memories:
@@ -160,11 +160,11 @@ class Writer:
                     written = True
                 return
             except sqlite3.DatabaseError as exc:
-                if attempt == 2 or not is_damage(exc):
+                if attempt == 2:
                     raise
                 # Rebuilt from the collection, which holds the batch if it took it;
                 # else the batch is written again.
-                self._sync.repair(exc)
+                self._sync.recover(exc)
                 if written:
                     return
 

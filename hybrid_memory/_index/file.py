@@ -11,11 +11,14 @@ import contextlib
 import logging
 import os
 import sqlite3
+import stat
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import BinaryIO
 
-from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._errors import IndexFileError, InvalidInputError
 from hybrid_memory._index.writes import create_batch_tables
 
 try:  # POSIX: repairs of one index file by several processes take turns
@@ -164,7 +167,7 @@ class IndexFile:
         self.pending_checkpoint: Future[None] | None = None  # the last one queued
         self._changes_written = 0  # by writes, since the last checkpoint
         self._write_started = 0  # total_changes when the current write began
-        with self._exclusive():
+        with self._unusable_reported(), self._exclusive():
             self._open_or_start_over()
 
     # --- opening, damage and starting over ---------------------------------------------
@@ -173,7 +176,7 @@ class IndexFile:
         """After ``cause`` (a damage error, :func:`is_damage`): reopen the file, starting
         it over empty when it is still damaged (another process may have rebuilt it
         meanwhile). The caller refills it from the collection."""
-        with self.lock, self._exclusive():
+        with self.lock, self._unusable_reported(), self._exclusive():
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
@@ -188,6 +191,41 @@ class IndexFile:
             if self._open_or_start_over():
                 log.warning("keyword index %s reopened after: %s", self.path, cause)
 
+    @contextlib.contextmanager
+    def _unusable_reported(self) -> Iterator[None]:
+        """Opening the file: what the library cannot repair by itself (it did not make it)
+        raised as :class:`IndexFileError`, naming the file and what to do."""
+        path = self.path
+        if not path:
+            yield
+            return
+        remove = "remove it (the index is rebuilt from the collection) or set index_path"
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = stat.S_IFREG  # a new file
+        except OSError as exc:
+            raise IndexFileError(
+                path,
+                f"the keyword index file cannot be reached ({exc.strerror or exc})",
+                "check that its directory exists and this process may write in it, "
+                "or set index_path",
+            ) from exc
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise IndexFileError(path, f"the keyword index file is {kind}", remove)
+        try:
+            yield
+        except (OSError, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and is_damage(exc):
+                raise
+            access = "read and write" if os.path.exists(path) else "create"
+            raise IndexFileError(
+                path,
+                f"the keyword index file cannot be opened ({exc})",
+                f"check that this process may {access} it and its directory, or {remove}",
+            ) from exc
+
     def _file_id(self) -> tuple[int, int] | None:
         """The index file's identity (device, inode); None in memory or when missing."""
         if not self.path:
@@ -199,13 +237,52 @@ class IndexFile:
         return (stat.st_dev, stat.st_ino)
 
     @contextlib.contextmanager
+    def filling(self, stop: Callable[[], bool]) -> Iterator[None]:
+        """A fill from scratch, one process at a time per file (``<path>.fill``): another
+        process opening the same cache file meanwhile waits here (in its warming thread),
+        then finds the index filled. Waits until it holds the lock or ``stop()``."""
+        if not self.path or fcntl is None:
+            yield
+            return
+        with self._lock_file(".fill") as lock:
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if stop():
+                        yield
+                        return
+                    time.sleep(0.1)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _lock_file(self, suffix: str) -> Iterator[BinaryIO]:
+        """``<path><suffix>``, opened for an advisory lock; IndexFileError when it cannot be."""
+        name = f"{self.path}{suffix}"
+        try:
+            lock = open(name, "a+b")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise IndexFileError(
+                name,
+                f"the keyword index's lock file cannot be opened ({exc.strerror or exc})",
+                "if it is not a file, remove it (it holds no data); else give this process "
+                "read and write access to it and its directory",
+            ) from exc
+        with lock:
+            yield lock
+
+    @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Opening (and any start over) under an exclusive lock on ``<path>.lock``, so
         that one process at a time checks and replaces the file."""
         if not self.path or fcntl is None:
             yield
             return
-        with open(self.path + ".lock", "a+b") as lock:
+        with self._lock_file(".lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -261,9 +338,16 @@ class IndexFile:
                 create_schema(self.conn, self.tokenizer)
             # Every table read once: a damaged file fails here, on open, rather than in
             # a search (damage the probes miss is caught there: see HybridMemory._guarded).
-            self.conn.execute("SELECT count(*), max(updated_at) FROM memories").fetchone()
+            memories = self.conn.execute("SELECT count(*), max(updated_at) FROM memories")
+            held = memories.fetchone()[0]
             for table in ("memory_meta", "memory_tags", "memories_vocab", "memories_fts"):
                 self.conn.execute(f"SELECT * FROM {table} LIMIT 1").fetchall()
+            # One text row per memory: rows deleted from one table and not the other, or
+            # the text table dropped (and made again, empty, by the schema above) leave
+            # memories out of the keyword leg or make searches fail.
+            texts = self.conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0]
+            if texts != held:
+                raise IndexDamaged(f"{held} memories but {texts} texts in the keyword index")
             first = self.conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone()
             self.opened_empty = first is None
         except BaseException:

@@ -56,7 +56,12 @@ class KeywordIndex:
         self.reads = IndexReads(conn)
         self.ids_cache = MemoryIds(conn)
         self.keywords = KeywordSearch(
-            conn, file.tokenizer, self.reads, self.ids_cache, empty=file.opened_empty
+            conn,
+            file.tokenizer,
+            self.reads,
+            self.ids_cache,
+            empty=file.opened_empty,
+            path=file.path,
         )
         self.tags = TagIndex(conn, self.ids_cache)
         self._data_version = file.data_version()

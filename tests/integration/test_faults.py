@@ -13,6 +13,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_memory import HybridMemory, StoreError
+from hybrid_memory import HybridMemory, IndexFileError, StoreError
 
 from ..conftest import ChromaServer, SeededEmbedding
 
@@ -336,3 +337,129 @@ def test_chroma_server_stopped_and_restarted_under_a_running_store(tmp_path: Pat
             check_every_leg(fresh, acked)
     finally:
         server.stop()
+
+
+# --- derived-index states the library repairs or reports (issue 21, item 6) -------------
+
+
+def _store_with_memories(store_path: Path, n: int = 12) -> dict[str, str]:
+    texts = {f"m{i}": f"a memory about topic{i} kept here" for i in range(n)}
+    with open_store(store_path) as store:
+        store.add_many([{"id": i, "text": t, "metadata": {"seed": 0}} for i, t in texts.items()])
+    return texts
+
+
+def _keyword_finds(store: HybridMemory, texts: dict[str, str]) -> None:
+    for memory_id, text in texts.items():
+        hits = store.search(text.split()[3], alpha=0.0, k=3)
+        assert hits[0].id == memory_id and "keyword" in hits[0].ranks, (memory_id, hits)
+    assert store.count() == store.count({"seed": {"$gte": -1}})
+
+
+def test_rows_deleted_from_the_index_memories_table_are_repaired(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    texts = _store_with_memories(store_path)
+    # While closed: rows gone from `memories`, their FTS rows left behind.
+    with sqlite3.connect(store_path / INDEX) as conn:
+        conn.execute("DELETE FROM memories WHERE id IN ('m1', 'm2', 'm3')")
+    with open_store(store_path) as store:
+        _keyword_finds(store, texts)
+    # While open: the next search repairs it (and a reopen and a full sync keep it so).
+    with open_store(store_path, sync_interval=0) as store:
+        store.search("topic5", k=3)
+        with sqlite3.connect(store_path / INDEX) as conn:
+            conn.execute("DELETE FROM memories WHERE id IN ('m4', 'm5')")
+        _keyword_finds(store, texts)
+        store.sync(full=True)
+        _keyword_finds(store, texts)
+    with open_store(store_path) as store:
+        _keyword_finds(store, texts)
+
+
+def test_a_dropped_fts_table_is_rebuilt(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    texts = _store_with_memories(store_path)
+    with sqlite3.connect(store_path / INDEX) as conn:
+        conn.execute("DROP TABLE memories_fts")
+    with open_store(store_path) as store:  # on open
+        _keyword_finds(store, texts)
+        with sqlite3.connect(store_path / INDEX) as conn:
+            conn.execute("DROP TABLE memories_fts")
+        _keyword_finds(store, texts)  # on the next search
+    with open_store(store_path) as store:
+        _keyword_finds(store, texts)
+
+
+def _refused(store_path: Path, culprit: Path, *words: str) -> None:
+    """Opening fails with the library's error naming ``culprit``, and the collection is
+    left as it was."""
+    with pytest.raises(IndexFileError) as raised:
+        open_store(store_path)
+    assert raised.value.path == str(culprit)
+    message = str(raised.value)
+    assert str(culprit) in message
+    for word in words:
+        assert word in message
+
+
+def test_an_index_path_that_is_a_directory_is_reported(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    texts = _store_with_memories(store_path)
+    index = store_path / INDEX
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    index.mkdir()
+    (index / "keep.txt").write_text("the user's")
+    _refused(store_path, index, "is a directory", "remove it")
+    assert (index / "keep.txt").read_text() == "the user's"  # nothing of theirs removed
+    (index / "keep.txt").unlink()
+    index.rmdir()
+    with open_store(store_path) as store:  # done as told: rebuilt from the collection
+        _keyword_finds(store, texts)
+
+
+def test_an_index_path_linked_to_dev_null_is_reported(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    texts = _store_with_memories(store_path)
+    index = store_path / INDEX
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    index.symlink_to("/dev/null")
+    _refused(store_path, index, "not a regular file", "remove it")
+    assert Path("/dev/null").is_char_device()
+    index.unlink()
+    with open_store(store_path) as store:
+        _keyword_finds(store, texts)
+
+
+def test_an_index_file_that_cannot_be_opened_is_reported(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    texts = _store_with_memories(store_path)
+    index = store_path / INDEX
+    index.chmod(0)
+    if os.geteuid() == 0:
+        # Root reads and writes a file of mode 000: the store simply works.
+        with open_store(store_path) as store:
+            _keyword_finds(store, texts)
+    else:
+        _refused(store_path, index, "cannot be opened", "read and write")
+    index.chmod(0o644)
+    # What root cannot open either: an index_path whose directory cannot exist.
+    unopenable = tmp_path / "a-file" / "index.sqlite3"
+    (tmp_path / "a-file").write_text("not a directory")
+    with pytest.raises(IndexFileError) as raised:
+        open_store(store_path, index_path=str(unopenable))
+    assert str(unopenable) in str(raised.value)
+    assert "directory" in str(raised.value)
+
+
+def test_a_lock_path_that_is_a_directory_is_reported(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    texts = _store_with_memories(store_path)
+    lock = Path(f"{store_path / INDEX}.lock")
+    lock.unlink()
+    lock.mkdir()
+    _refused(store_path, lock, "lock file", "remove it")
+    lock.rmdir()
+    with open_store(store_path) as store:
+        _keyword_finds(store, texts)

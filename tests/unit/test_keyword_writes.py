@@ -184,7 +184,11 @@ def test_a_failing_body_leaves_the_index_as_it_was(tmp_path: Path) -> None:
     index.upsert([IndexRow("new", "shock", (), {}, "h2", 2.0, 2.0)])
     assert [h[0] for h in index.search("shock", 5)] == ["new"]
     reopened = KeywordIndex(str(path), TOKENIZER)
-    assert reopened.search("shock", 5) == index.search("shock", 5)
+    # (A reopened file ranks with FTS5's own bm25() while its postings are built
+    # aside: the same scores, to the last bits.)
+    got, expected = reopened.search("shock", 5), index.search("shock", 5)
+    assert [h[0] for h in got] == [h[0] for h in expected]
+    assert [h[1] for h in got] == pytest.approx([h[1] for h in expected], rel=1e-12)
 
 
 def test_a_failing_index_write_raises_after_the_body_and_writes_nothing(
