@@ -73,12 +73,13 @@ MaxTokens = Annotated[
     int | None,
     Field(ge=1, description="Stop adding hits once their texts would exceed this many tokens."),
 ]
+EpochSeconds = Annotated[float, Field(ge=0)]
 After = Annotated[
-    str | float | None,
+    str | EpochSeconds | None,
     Field(description=f"Only memories stored at or after this time: {TIME_HELP}."),
 ]
 Before = Annotated[
-    str | float | None,
+    str | EpochSeconds | None,
     Field(description=f"Only memories stored before this time: {TIME_HELP}."),
 ]
 WithTags = Annotated[
