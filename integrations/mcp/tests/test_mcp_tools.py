@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from _mcp_test_support import open_store
-from hybrid_memory_mcp import MCPServerSettings, create_server
+from hybrid_memory_mcp import MCPServerSettings, create_server, migrate_prefixed_namespace
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -389,6 +389,18 @@ async def test_memories_of_the_old_prefix_scheme_move_into_their_namespace(
     # A second start finds nothing left to move.
     create_server(store, MCPServerSettings(namespace="team-a"))
     assert store.namespace("team-a").count() == 1 and store.count() == 2
+
+
+def test_an_interrupted_move_finishes_on_the_next_start(store: HybridMemory) -> None:
+    """A start stopped after writing a memory into the namespace but before deleting the
+    old copy: the next start replaces the copy in the namespace and deletes the old one."""
+    store.add("half moved", id="ns:k", metadata={"namespace": "ns"}, tags=["t"])
+    store.namespace("ns").add("half moved", id="k", tags=["t"])
+    assert migrate_prefixed_namespace(store, "ns") == 1
+    assert store.count() == 0
+    (memory,) = store.namespace("ns").list_memories()
+    assert (memory.id, memory.text, memory.tags) == ("k", "half moved", ("t",))
+    assert migrate_prefixed_namespace(store, "ns") == 0
 
 
 def _nested_filter(depth: int) -> dict[str, Any]:
