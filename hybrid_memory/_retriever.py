@@ -87,15 +87,24 @@ from hybrid_memory._types import Hit, SearchResult
 SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens")
 
 #: Keys this retriever writes into result metadata, besides the memory's own metadata.
-RESULT_KEYS = ("id", "score", "ranks", "scores", "tags", "created_at", "updated_at")
+RESULT_KEYS = (
+    "id",
+    "score",
+    "fused_score",
+    "ranks",
+    "scores",
+    "tags",
+    "created_at",
+    "updated_at",
+)
 
 # Result keys that describe one search rather than the memory. Adding a retrieved
 # Document or node back drops them, so results round-trip into a memory.
-_SEARCH_ONLY_KEYS = frozenset({"id", "score", "ranks", "scores", "updated_at"})
+_SEARCH_ONLY_KEYS = frozenset({"id", "score", "fused_score", "ranks", "scores", "updated_at"})
 
 # What a LlamaIndex LLM prompt / embedding sees of a node's metadata: the user's
 # metadata, tags and creation time help an answer; scores and ranks are noise.
-_HIDDEN_FROM_LLM = ["id", "score", "ranks", "scores", "updated_at"]
+_HIDDEN_FROM_LLM = ["id", "score", "fused_score", "ranks", "scores", "updated_at"]
 _HIDDEN_FROM_EMBEDDING = list(RESULT_KEYS)
 
 dispatcher = instrument.get_dispatcher(__name__)
@@ -114,12 +123,17 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             retriever tags always are.
         alpha: Vector share against the keyword leg in ``[0, 1]``; ``None`` is adaptive.
         max_tokens: Token budget of the returned texts; ``None`` means no budget.
+        min_score: Drop hits whose relevance (``Hit.score``, in [0, 1]) is below it;
+            ``None`` keeps every hit. The relevance is reported as LangChain
+            ``metadata["score"]`` and LlamaIndex ``NodeWithScore.score``; the fused RRF
+            value as ``metadata["fused_score"]``.
         callback_manager: LlamaIndex callback manager (LlamaIndex's own argument).
         object_map: LlamaIndex ``object_map`` (LlamaIndex's own argument; recalled
             memories are plain text nodes, so it is only kept for compatibility).
         verbose: LlamaIndex verbosity (LlamaIndex's own argument).
 
-    Per call, ``invoke(query, k=..., filter=..., tags=..., alpha=..., max_tokens=...)``
+    Per call, ``invoke(query, k=..., filter=..., tags=..., alpha=..., max_tokens=...,
+    min_score=...)``
     overrides the fields; in a chain use ``configurable_fields``::
 
         from langchain_core.runnables import ConfigurableField
@@ -139,6 +153,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     tags: list[str] | None = None
     alpha: float | None = Field(None, ge=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
+    min_score: float | None = Field(None, ge=0.0, le=1.0)
 
     # LlamaIndex's BaseRetriever.__init__ arguments, declared so that it can set them.
     callback_manager: LlamaIndexCallbackManager = Field(
@@ -357,17 +372,33 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     def search(self, query: str, **overrides: Any) -> SearchResult:
         """The raw :class:`SearchResult` for ``query``, with this retriever's fields
         and any per-call ``overrides`` (``k``, ``filter``, ``tags``, ``alpha``,
-        ``max_tokens``)."""
+        ``max_tokens``, ``min_score``). Hits below ``min_score`` are left out (they are
+        the result's tail: the relevance never increases down the list)."""
         options: dict[str, Any] = {name: getattr(self, name) for name in SEARCH_OPTIONS}
+        min_score = self.min_score
         for name, value in overrides.items():
             if name == "verbose":  # LangChain's invoke() reads it and passes it on
                 continue
+            if name == "min_score":
+                min_score = _min_score(value)
+                continue
             if name not in SEARCH_OPTIONS:
                 raise InvalidInputError(
-                    name, f"unknown search option; expected one of {', '.join(SEARCH_OPTIONS)}"
+                    name,
+                    "unknown search option; expected one of "
+                    f"{', '.join((*SEARCH_OPTIONS, 'min_score'))}",
                 )
             options[name] = _tag_list(value, field="tags") if name == "tags" else value
-        return self.memory.search(query, **options)
+        result = self.memory.search(query, **options)
+        if min_score is None:
+            return result
+        return SearchResult(
+            [hit for hit in result if hit.score >= min_score],
+            alpha=result.alpha,
+            matched_tags=result.matched_tags,
+            fallback_mode=result.fallback_mode,
+            fallback_reason=result.fallback_reason,
+        )
 
     # LangChain ---------------------------------------------------------------------
 
@@ -406,6 +437,7 @@ def _result_metadata(hit: Hit) -> dict[str, Any]:
         **memory.metadata,
         "id": memory.id,
         "score": hit.score,
+        "fused_score": hit.fused_score,
         "ranks": dict(hit.ranks),
         "scores": dict(hit.scores),
         "tags": list(memory.tags),
@@ -418,8 +450,38 @@ def _to_document(hit: Hit) -> Document:
     return Document(page_content=hit.text, id=hit.id, metadata=_result_metadata(hit))
 
 
+class _MemoryNode(TextNode):
+    """A recalled memory as a LlamaIndex text node, identified by its content.
+
+    LlamaIndex tells nodes apart by ``node.hash`` (``QueryFusionRetriever`` merges the
+    results of several retrievers and queries by it); a ``TextNode`` hashes its text
+    with all its metadata, which here holds this search's score and ranks, so one
+    memory recalled by two queries, or also found by another retriever, would count as
+    two nodes. This node hashes what the memory holds: its text and the metadata it
+    was stored with (the search's keys left out, keys in sorted order), as a
+    ``TextNode`` of that text and metadata does: a node of the same text from another
+    retriever merges with it when its metadata is the same (none, typically; LlamaIndex
+    hashes metadata in insertion order, so keys given in another order stay distinct).
+    Serialised, it is a plain ``TextNode``."""
+
+    @property
+    def hash(self) -> str:
+        return TextNode(text=self.text, metadata=_stored_metadata(self.metadata)).hash
+
+
+def _stored_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's metadata without the keys this retriever adds (tags stay when the
+    memory has some: they came in with the metadata)."""
+    return {
+        key: metadata[key]
+        for key in sorted(metadata)
+        if key not in RESULT_KEYS or (key == "tags" and metadata[key])
+    }
+
+
 def _to_node(hit: Hit) -> NodeWithScore:
-    node = TextNode(
+    # (mypy's pydantic plugin reads a subclass's metadata field by its alias, extra_info)
+    node = _MemoryNode(  # type: ignore[call-arg]
         id_=hit.id,
         text=hit.text,
         metadata=_result_metadata(hit),
@@ -454,6 +516,14 @@ def _memory_item(
     if metadata.get("created_at") is not None:
         item["created_at"] = metadata["created_at"]
     return item
+
+
+def _min_score(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidInputError("min_score", f"expected None or a number in [0, 1], got {value!r}")
+    return float(value)
 
 
 def _tag_list(value: Any, *, field: str) -> list[str]:

@@ -28,6 +28,7 @@ from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
 from hybrid_memory._recency import age_in_days, decay_factor
 from hybrid_memory._records import rows_from_chroma, to_memory
+from hybrid_memory._relevance import evidence, keyword_coverage, monotone_relevance
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._tokens import count_tokens
 from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult
@@ -135,14 +136,15 @@ class Searcher:
             KEYWORD: keyword_hits,
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
-        hits = _hits(
-            self.memories(order_by_score(fused), query.k),
-            fused,
-            rankings,
-            scores,
-            query.max_tokens,
-            s.token_encoding,
+        memories = self.memories(order_by_score(fused), query.k)
+        memories = _within_budget(memories, query.max_tokens, s.token_encoding)
+        relevance = self.relevance(
+            query.text,
+            memories,
+            {} if fallback_reason is not None else scores[VECTOR],
+            drop_stopwords=s.drop_stopwords,
         )
+        hits = _hits(memories, relevance, fused, rankings, scores)
         return SearchResult(
             hits,
             alpha=float(alpha),
@@ -150,6 +152,34 @@ class Searcher:
             fallback_mode=fallback_reason is not None,
             fallback_reason=fallback_reason,
         )
+
+    def relevance(
+        self,
+        text: str,
+        memories: Sequence[Memory],
+        cosines: Mapping[str, float],
+        *,
+        drop_stopwords: bool,
+    ) -> list[float]:
+        """Each memory's relevance in [0, 1], the memories in fused order
+        (:mod:`hybrid_memory._relevance`): its cosine or its keyword coverage, whichever
+        is larger, made non-increasing down the list. Words are compared as the keyword
+        index tokenizes them, so coverage agrees with what the keyword leg matches."""
+        if not memories:
+            return []
+        asked = query_words(text, drop_stopwords=drop_stopwords)
+        texts = [query_words(m.text, drop_stopwords=False) for m in memories]
+        distinct = list(dict.fromkeys([*asked, *(w for words in texts for w in words)]))
+        terms = dict(zip(distinct, self._index.terms(distinct), strict=True))
+        query_terms = [terms[w] for w in asked]
+        evidences = [
+            evidence(
+                cosines.get(m.id),
+                keyword_coverage(query_terms, {t for w in words for t in terms[w]}),
+            )
+            for m, words in zip(memories, texts, strict=True)
+        ]
+        return monotone_relevance(evidences)
 
     def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` that exist, as memories.
@@ -173,26 +203,32 @@ class Searcher:
         return out
 
 
+def _within_budget(
+    memories: list[Memory], max_tokens: int | None, token_encoding: str
+) -> list[Memory]:
+    """The first memories whose texts fit in ``max_tokens`` together (all without one)."""
+    if max_tokens is None:
+        return memories
+    budget = 0
+    for position, memory in enumerate(memories):
+        budget += count_tokens(memory.text, token_encoding)
+        if budget > max_tokens:
+            return memories[:position]
+    return memories
+
+
 def _hits(
     memories: list[Memory],
+    relevance: Sequence[float],
     fused: Mapping[str, float],
     rankings: Mapping[str, list[str]],
     scores: Mapping[str, Mapping[str, float]],
-    max_tokens: int | None,
-    token_encoding: str,
 ) -> list[Hit]:
-    """The hits, each with its fused score and every leg's rank and score, while their
-    texts fit in ``max_tokens``."""
+    """The hits, each with its relevance, fused score and every leg's rank and score."""
     positions = {leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()}
     hits: list[Hit] = []
-    budget = 0
-    for memory in memories:
-        if max_tokens is not None:
-            budget += count_tokens(memory.text, token_encoding)
-            if budget > max_tokens:
-                break
+    for memory, score in zip(memories, relevance, strict=True):
         ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}
-        hits.append(
-            Hit(memory, fused[memory.id], ranks, {leg: scores[leg][memory.id] for leg in ranks})
-        )
+        leg_scores = {leg: scores[leg][memory.id] for leg in ranks}
+        hits.append(Hit(memory, score, ranks, leg_scores, fused_score=fused[memory.id]))
     return hits

@@ -28,8 +28,16 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search hit: the memory, its fused score, and why it came.
+    """A search hit: the memory, how relevant it is, and why it came.
 
+    ``score`` is the relevance in [0, 1], to threshold: the larger of the query's cosine
+    similarity with the memory and the share of the query's keywords the memory holds,
+    made non-increasing down the fused order (see :mod:`hybrid_memory._relevance` and
+    docs/architecture.md, "Scores"). A near-exact match scores close to 1, an unrelated
+    memory low, whatever else the store holds.
+
+    ``fused_score`` is the weighted Reciprocal Rank Fusion value that orders the hits
+    (about 0.016 at most with the default ``rrf_k``; compare it within one result only).
     ``ranks`` maps each leg that returned the memory to its 1-based rank there;
     ``scores`` maps it to the leg's raw score (cosine similarity for ``vector``,
     BM25 for ``keyword``, the number of matched query tags for ``tag``).
@@ -39,6 +47,7 @@ class Hit:
     score: float
     ranks: Mapping[str, int] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
+    fused_score: float = 0.0
 
     @property
     def id(self) -> str:

@@ -185,7 +185,7 @@ class KeywordSearch:
         more than ``max_df`` of the ``total`` memories."""
         if total == 0:
             return set()
-        terms = self._terms_of(words)
+        terms = self.terms_of(words)
         distinct = sorted({t for word_terms in terms for t in word_terms})
         if not distinct:
             return set()
@@ -205,10 +205,10 @@ class KeywordSearch:
     def _single_terms(self, words: Sequence[str]) -> list[tuple[str, ...]] | None:
         """Each word's FTS5 terms; None when some word is several tokens (FTS5 reads
         it as a phrase, the postings cannot)."""
-        out = self._terms_of(words)
+        out = self.terms_of(words)
         return None if any(len(t) > 1 for t in out) else out
 
-    def _terms_of(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+    def terms_of(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         """Each word's FTS5 terms, as the index's own tokenizer makes them (a scratch
         FTS5 table tokenises the words; remembered for the next queries)."""
         missing = [w for w in words if w not in self._word_terms]

@@ -270,6 +270,14 @@ class KeywordIndex:
                 total=lambda: self.reads.count(None),
             )
 
+    def terms(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+        """Each word's terms as the index's own tokenizer makes them (folded, stemmed;
+        several for a trigram tokenizer): what a memory's words are compared by."""
+        if not words:
+            return []
+        with self._lock:
+            return self.keywords.terms_of(words)
+
     def tag_carriers(
         self,
         tags: Sequence[str],

@@ -310,7 +310,9 @@ def test_hits_explain_themselves(filled: HybridMemory) -> None:
     assert top.scores["tag"] == 1.0 and top.scores["keyword"] > 0
     assert -1.0 <= top.scores["vector"] <= 1.0
     assert result.matched_tags == ("alice",)
+    assert [h.fused_score for h in result] == sorted((h.fused_score for h in result), reverse=True)
     assert [h.score for h in result] == sorted((h.score for h in result), reverse=True)
+    assert all(0.0 <= h.score <= 1.0 for h in result)
     assert not result.fallback_mode
 
 
@@ -397,7 +399,7 @@ def test_tag_weight_moves_memories_found_only_by_tags(filled: HybridMemory) -> N
     b2_boosted = next(h for h in boosted if h.id == "b2")
     b2_single = next(h for h in single if h.id == "b2")
     assert "keyword" not in b2_boosted.ranks and b2_boosted.ranks["tag"] == 1
-    assert b2_boosted.score > b2_single.score
+    assert b2_boosted.fused_score > b2_single.fused_score
 
 
 def test_adaptive_alpha_follows_filtered_corpus_size(filled: HybridMemory) -> None:
@@ -414,8 +416,8 @@ def test_recency_decay_prefers_newer_memories(memory: HybridMemory) -> None:
     flat = memory.search("meeting notes budget", now=now, k=2)
     decayed = memory.with_settings(recency_decay=0.05).search("meeting notes budget", now=now, k=2)
     assert decayed[0].id == "new"
-    old_flat = next(h.score for h in flat if h.id == "old")
-    old_decayed = next(h.score for h in decayed if h.id == "old")
+    old_flat = next(h.fused_score for h in flat if h.id == "old")
+    old_decayed = next(h.fused_score for h in decayed if h.id == "old")
     assert old_decayed == pytest.approx(old_flat * 2.718281828 ** (-0.05 * 300), rel=1e-6)
 
 

@@ -24,10 +24,13 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever as LangChainBaseRetriever
 from langchain_core.runnables import ConfigurableField, RunnablePassthrough
+from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever as LlamaIndexBaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.llms import MockLLM
+from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import QueryFusionRetriever
@@ -613,3 +616,137 @@ def test_from_settings_reads_the_environment(
     finally:
         retriever.memory.close()
     assert (tmp_path / "env-store").is_dir()
+
+
+# --- relevance scores, min_score, and fusing with other retrievers --------------------
+
+
+class BagOfWordsEmbedding(BaseEmbedding):
+    """LlamaIndex's embedding interface over an embedding function (the test's hashed
+    bag of words, or the store's own model), for a plain LlamaIndex vector index."""
+
+    function: Any = None
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return [float(x) for x in self.function([text])[0]]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+def vector_retriever(function: Any, k: int, *, metadata: bool) -> Any:
+    """A LlamaIndex VectorStoreIndex retriever over MEMORIES' texts; with ``metadata``,
+    each node has its memory's metadata, keys in sorted order (LlamaIndex's node hash
+    reads metadata in insertion order)."""
+    nodes = [
+        TextNode(text=text, metadata=dict(sorted(meta.items())) if metadata else {})
+        for text, _, meta in MEMORIES
+    ]
+    index = VectorStoreIndex(nodes, embed_model=BagOfWordsEmbedding(function=function))
+    return index.as_retriever(similarity_top_k=k)
+
+
+def test_scores_are_relevances_and_fused_scores_stay(retriever: HybridRetriever) -> None:
+    docs = retriever.invoke("Alice prefers dark mode in every editor")
+    assert docs[0].metadata["score"] == 1.0  # every query word is in it
+    for doc in docs:
+        assert 0.0 <= doc.metadata["score"] <= 1.0
+        assert 0.0 < doc.metadata["fused_score"] < 0.02
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+    llm_view = retriever.retrieve("dark mode")[0].node.get_content(MetadataMode.LLM)
+    assert "fused_score" not in llm_view
+
+
+def test_min_score_drops_the_irrelevant_tail(retriever: HybridRetriever) -> None:
+    everything = retriever.invoke("does alice prefer dark mode?")
+    # "Bob prefers light mode" holds 2 of the 4 query words (prefer, mode): 0.5.
+    assert len(everything) == 3 and everything[-1].metadata["score"] <= 0.5
+    kept = retriever.invoke("does alice prefer dark mode?", min_score=0.6)
+    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score"] >= 0.6]
+    assert kept and all(d.metadata["score"] >= 0.6 for d in kept) and len(kept) < 3
+    strict = retriever.model_copy(update={"min_score": 0.99})
+    assert [n.score for n in strict.retrieve("Bob is allergic to peanuts")] == [1.0]
+    for bad in (-0.1, 1.5, "high", True):
+        with pytest.raises(InvalidInputError, match="min_score"):
+            retriever.invoke("x", min_score=bad)
+    with pytest.raises(InvalidInputError, match="min_score"):
+        HybridRetriever(memory=retriever.memory, min_score=2)
+
+
+def test_one_memory_recalled_twice_is_one_node(retriever: HybridRetriever) -> None:
+    first = retriever.retrieve("what is bob allergic to?")[0]
+    second = retriever.retrieve("peanuts")[0]
+    assert first.node.node_id == second.node.node_id
+    assert first.node.metadata["ranks"] != second.node.metadata["ranks"]
+    assert first.node.hash == second.node.hash
+    # The hash is a TextNode's of the memory's text and stored metadata (and tags).
+    stored = {"n": 3, "tags": ["bob", "health"], "user": "bob"}
+    assert first.node.hash == TextNode(text=first.node.text, metadata=stored).hash
+    assert TextNode.model_validate(first.node.model_dump()).text == first.node.text
+
+
+@pytest.mark.parametrize(
+    "mode", ["simple", "reciprocal_rerank", "relative_score", "dist_based_score"]
+)
+@pytest.mark.parametrize("metadata", [False, True])
+def test_query_fusion_with_a_vector_retriever_returns_each_text_once(
+    tmp_path: Any, mode: str, metadata: bool
+) -> None:
+    memory = HybridMemory(path=str(tmp_path / "fusion"), embedding=hashed_bow)
+    memory.add_many(
+        {"text": text, "metadata": meta if metadata else {}} for text, _, meta in MEMORIES
+    )
+    hybrid = HybridRetriever(memory=memory, k=4)
+    vector = vector_retriever(hashed_bow, 4, metadata=metadata)
+    fusion = QueryFusionRetriever(
+        [hybrid, vector],
+        llm=MockLLM(),
+        num_queries=1,
+        similarity_top_k=6,
+        mode=mode,
+        use_async=False,
+    )
+    nodes = fusion.retrieve("does alice prefer dark mode?")
+    texts = [n.node.get_content() for n in nodes]
+    assert len(texts) == len(set(texts)), texts
+    assert "Alice prefers dark mode in every editor" in texts
+    memory.close()
+
+
+@pytest.mark.slow
+def test_similarity_postprocessor_keeps_the_relevant_hit_with_the_default_model() -> None:
+    texts = [
+        "The user's favourite colour is teal",
+        "The user is vegetarian and avoids fish",
+        "The user's dog is called Biscuit",
+        "The quarterly budget review is due on Friday",
+    ]
+    retriever = HybridRetriever.from_texts(texts, k=4)
+    try:
+        cutoff = SimilarityPostprocessor(similarity_cutoff=0.3)
+        for question, answer in [
+            ("What should I cook for dinner? Any fish?", texts[1]),
+            ("what is the name of their dog", texts[2]),
+            ("which colour does the user like", texts[0]),
+        ]:
+            nodes = retriever.retrieve(question)
+            kept = cutoff.postprocess_nodes(nodes, query_str=question)
+            assert kept and kept[0].node.get_content() == answer, (question, nodes)
+        # A plain vector retriever over the same model keeps the relevant hit too:
+        # the relevance lives on the cosine's scale.
+        embedder = retriever.memory.embedder
+        plain = VectorStoreIndex(
+            [TextNode(text=t) for t in texts],
+            embed_model=BagOfWordsEmbedding(function=embedder.embed_documents),
+        ).as_retriever(similarity_top_k=4)
+        question = "What should I cook for dinner? Any fish?"
+        assert cutoff.postprocess_nodes(plain.retrieve(question))[0].node.get_content() == texts[1]
+        # Nothing relevant: nothing passes the cut-off.
+        unrelated = retriever.retrieve("the orbit of Jupiter's moons")
+        assert cutoff.postprocess_nodes(unrelated) == []
+    finally:
+        retriever.memory.close()
