@@ -47,7 +47,14 @@ class MemoryRecord(BaseModel):
 class SearchHit(MemoryRecord):
     """A memory found by a search, with why it was found."""
 
-    score: float = Field(description="Fused score (weighted reciprocal rank fusion).")
+    score: float = Field(
+        description="Relevance in [0, 1], to threshold: a near-exact match is close to 1, an "
+        "unrelated memory low. Never increases down the hits."
+    )
+    fused_score: float = Field(
+        description="The weighted reciprocal rank fusion value that orders the hits (compare "
+        "within one result only)."
+    )
     ranks: dict[str, int] = Field(
         description="1-based rank in each leg that returned it: vector, keyword, tag."
     )
@@ -69,16 +76,20 @@ class SearchResponse(BaseModel):
     matched_tags: list[str] = Field(description="Known tags found in or given with the query.")
 
     @classmethod
-    def of(cls, result: SearchResult) -> SearchResponse:
+    def of(cls, result: SearchResult, min_score: float | None = None) -> SearchResponse:
+        """The result's hits, those below ``min_score`` (relevance) left out."""
+        floor = 0.0 if min_score is None else min_score
         return cls(
             hits=[
                 SearchHit(
                     **MemoryRecord.of(hit.memory).model_dump(),
                     score=hit.score,
+                    fused_score=hit.fused_score,
                     ranks=dict(hit.ranks),
                     scores=dict(hit.scores),
                 )
                 for hit in result
+                if hit.score >= floor
             ],
             fallback_mode=result.fallback_mode,
             fallback_reason=result.fallback_reason,

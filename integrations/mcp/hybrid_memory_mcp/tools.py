@@ -69,6 +69,15 @@ Alpha = Annotated[
         "only); default adapts to the store's size.",
     ),
 ]
+MinScore = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose relevance score is below this, 0..1 (0.3 keeps "
+        "related memories, 0.6 close matches); default: keep all k.",
+    ),
+]
 MaxTokens = Annotated[
     int | None,
     Field(ge=1, description="Stop adding hits once their texts would exceed this many tokens."),
@@ -258,11 +267,13 @@ class MemoryTools:
         before: Before = None,
         alpha: Alpha = None,
         max_tokens: MaxTokens = None,
+        min_score: MinScore = None,
     ) -> SearchResponse:
         """Hybrid search (meaning + keywords + tags) over stored memories, best first.
 
-        Each hit carries its fused score and its rank and score in each leg. filter,
-        with_tags, after and before narrow the memories searched before ranking.
+        Each hit carries its relevance score in [0, 1] (min_score cuts below it), its fused
+        score and its rank and score in each leg. filter, with_tags, after and before
+        narrow the memories searched before ranking.
         """
         with library_errors():
             where = scoped_filter(
@@ -271,13 +282,15 @@ class MemoryTools:
             result = self.memory.search(
                 query, k=k, filter=where, tags=tags, alpha=alpha, max_tokens=max_tokens
             )
-            return SearchResponse.of(result)
+            return SearchResponse.of(result, min_score)
 
-    def get_related(self, id: MemoryId, k: K = None, filter: Filter = None) -> SearchResponse:
+    def get_related(
+        self, id: MemoryId, k: K = None, filter: Filter = None, min_score: MinScore = None
+    ) -> SearchResponse:
         """Memories related to the one with this id (similar meaning, shared tags and
         words), best first, the memory itself left out."""
         with library_errors():
-            return SearchResponse.of(self.memory.related(id, k=k, filter=filter))
+            return SearchResponse.of(self.memory.related(id, k=k, filter=filter), min_score)
 
     def get_memory(self, id: MemoryId) -> MemoryRecord:
         """The memory with this id."""

@@ -237,6 +237,29 @@ async def test_with_tags_matches_any_or_all(store: HybridMemory) -> None:
         assert "with_tags" in text
 
 
+async def test_hits_carry_a_relevance_to_threshold_with_min_score(store: HybridMemory) -> None:
+    async with Client(create_server(store)) as client:
+        everything = await call(client, "search_memory", {"query": "note 07 about coffee brewing"})
+        hits = everything["hits"]
+        assert hits[0]["id"] == "n07" and hits[0]["score"] >= 0.5  # a near-exact match
+        scores = [h["score"] for h in hits]
+        assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
+        assert all(h["fused_score"] > 0 for h in hits)
+        cut = hits[0]["score"]
+        kept = await call(
+            client, "search_memory", {"query": "note 07 about coffee brewing", "min_score": cut}
+        )
+        assert [h["id"] for h in kept["hits"]] == [h["id"] for h in hits if h["score"] >= cut]
+        unrelated = await call(
+            client, "search_memory", {"query": "quarterly tax filing deadline", "min_score": 0.6}
+        )
+        assert unrelated["hits"] == []
+        related = await call(client, "get_related", {"id": "n07", "min_score": 1.0})
+        assert all(h["score"] == 1.0 for h in related["hits"])
+        text = await refused(client, "search_memory", {"query": "x", "min_score": 2})
+        assert "min_score: expected a number in [0, 1]" in text
+
+
 # --- dry-run deletes -----------------------------------------------------------------
 
 
