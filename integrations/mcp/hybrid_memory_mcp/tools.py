@@ -229,8 +229,7 @@ class MemoryTools:
             if ids is not None:
                 if dry_run:
                     found = memory.existing(ids)
-                    preview = [m for m in memory.get_many(sorted(found))[:PREVIEW]]
-                    return _preview(len(found), preview)
+                    return _preview(len(found), memory.get_many(sorted(found)[:PREVIEW]))
                 matched = memory.delete(ids)
                 return DeleteResult(deleted=matched, matched=matched, dry_run=False, preview=[])
             assert filter is not None
