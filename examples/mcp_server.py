@@ -93,11 +93,17 @@ async def main(store: str) -> None:
 
         bad = await session.call_tool("search_memory", {"query": query, "k": 0})
         print(f"\nk=0 is refused as a tool error: {bad.content[0].text}")  # type: ignore[union-attr]
+        unknown = await session.call_tool("search_memory", {"query": query, "limit": 2})
+        print(f"so is an unknown argument: {unknown.content[0].text}")  # type: ignore[union-attr]
+
+        page = await call(session, "list_memories", {"limit": 2, "newest_first": True})
+        print(f"\nthe {len(page['memories'])} newest of {page['total']}: ", end="")
+        print("; ".join(m["text"] for m in page["memories"]))
 
         stats = await call(session, "memory_stats", {})
         print(
             f"\n{stats['count']} memories, tags {stats['tags']}, model {stats['embedding_model']}, "
-            f"index in step: {stats['index']['in_step']}"
+            f"index in step: {stats['in_step']}"
         )
         assert found["hits"] and found["hits"][0]["text"] == MEMORIES[0]["text"]
 

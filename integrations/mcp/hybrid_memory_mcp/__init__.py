@@ -7,8 +7,10 @@ HTTP); ``create_server(memory)`` builds it in code.
 from __future__ import annotations
 
 from hybrid_memory_mcp.http import build_http_app
+from hybrid_memory_mcp.legacy import migrate_prefixed_namespace
 from hybrid_memory_mcp.server import (
     DeleteResult,
+    MemoryPage,
     MemoryRecord,
     MemoryStats,
     SearchHit,
@@ -24,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DeleteResult",
     "MCPServerSettings",
+    "MemoryPage",
     "MemoryRecord",
     "MemoryStats",
     "SearchHit",
@@ -32,4 +35,5 @@ __all__ = [
     "TagList",
     "build_http_app",
     "create_server",
+    "migrate_prefixed_namespace",
 ]

@@ -28,8 +28,8 @@ def build_parser(prog: str = "hybrid-memory mcp") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Serve a hybrid-memory store to MCP clients (tools: store_memory, "
-        "search_memory, get_related, get_memory, update_memory, delete_memory, list_tags, "
-        "memory_stats). The store is set by HYBRID_MEMORY_PATH / HYBRID_MEMORY_URL / "
+        "search_memory, get_related, get_memory, list_memories, update_memory, delete_memory, "
+        "list_tags, memory_stats). The store is set by HYBRID_MEMORY_PATH / HYBRID_MEMORY_URL / "
         "HYBRID_MEMORY_COLLECTION; every option below also reads HYBRID_MEMORY_MCP_<NAME>.",
     )
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], help="default: stdio")
@@ -58,7 +58,9 @@ def build_parser(prog: str = "hybrid-memory mcp") -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-body-bytes", type=int, help="largest HTTP request body (default 1 MiB)"
     )
-    parser.add_argument("--namespace", help="scope every tool to this metadata namespace")
+    parser.add_argument(
+        "--namespace", help="scope every tool to this namespace of the store (its own collection)"
+    )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     return parser
 

@@ -3,7 +3,9 @@
 - Binds 127.0.0.1 unless told otherwise; any other address needs a bearer token
   (:meth:`MCPServerSettings.check_http` refuses to start without one).
 - With a token, every HTTP request must carry ``Authorization: Bearer <token>``
-  (compared in constant time), else 401.
+  (compared in constant time), else 401 with a JSON-RPC error saying what is missing,
+  which MCP clients show as is (a plain 401 reaches users of the SDK's client as
+  "Server returned an error response").
 - DNS-rebinding protection (the SDK's ``TransportSecuritySettings``) is always on:
   a Host header other than the loopback names, the bound address and
   ``allowed_hosts`` gets 421; an Origin header other than the loopback origins and
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -46,21 +49,31 @@ class BearerTokenMiddleware:
                     given = value
                     break
             if not hmac.compare_digest(given, self._expected):
-                await _plain(
-                    send, 401, b"Unauthorized: send Authorization: Bearer <token>", auth=True
-                )
+                await _unauthorized(send, bool(given))
                 return
         await self.app(scope, receive, send)
 
 
-async def _plain(send: Send, status: int, body: bytes, *, auth: bool = False) -> None:
+UNAUTHORIZED = -32001  # a JSON-RPC server error code: the request lacks valid credentials
+
+
+async def _unauthorized(send: Send, token_given: bool) -> None:
+    """401 with a JSON-RPC error body: clients surface its message to the user."""
+    problem = "the bearer token is wrong" if token_given else "no bearer token was sent"
+    message = (
+        f"Unauthorized: {problem}. This hybrid-memory MCP server requires the header "
+        "'Authorization: Bearer <token>' on every request, with the token the server was "
+        "started with (HYBRID_MEMORY_MCP_TOKEN); set it in your client's headers."
+    )
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": UNAUTHORIZED, "message": message}}
+    ).encode()
     headers = [
-        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-type", b"application/json"),
         (b"content-length", b"%d" % len(body)),
+        (b"www-authenticate", b'Bearer realm="hybrid-memory"'),
     ]
-    if auth:
-        headers.append((b"www-authenticate", b'Bearer realm="hybrid-memory"'))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

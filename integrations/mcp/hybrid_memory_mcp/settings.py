@@ -77,13 +77,16 @@ class MCPServerSettings(BaseSettings):
     namespace: str | None = Field(
         None,
         min_length=1,
-        description="Scope every tool to the memories whose metadata `namespace_key` equals "
-        "this value: stored with it, and nothing outside it is read, found or deleted.",
+        description="Scope every tool to this namespace of the store (any non-empty string): "
+        "its own collection and keyword index, so nothing outside it is read, found, "
+        "counted or deleted, and its ids cannot collide with another namespace's.",
     )
     namespace_key: str = Field(
         "namespace",
         pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
-        description="The metadata field that holds the namespace.",
+        description="The metadata field the earlier namespace scheme ('<namespace>:<id>' ids "
+        "in the store itself) marked memories with: read once, to move those memories into "
+        "the namespace's own collection.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Server log level (logs go to stderr)."

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from _mcp_test_support import open_store
-from hybrid_memory_mcp import MCPServerSettings, create_server
+from hybrid_memory_mcp import MCPServerSettings, create_server, migrate_prefixed_namespace
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -21,6 +21,7 @@ TOOLS = {
     "search_memory",
     "get_related",
     "get_memory",
+    "list_memories",
     "update_memory",
     "delete_memory",
     "list_tags",
@@ -68,7 +69,7 @@ async def test_every_tool_is_listed_with_described_fields_and_an_output_schema(
     }
     assert tools["search_memory"].annotations.read_only_hint is True
     assert tools["delete_memory"].annotations.destructive_hint is True
-    assert [t.uri_template for t in templates] == ["memory://{id}"]
+    assert {t.uri_template for t in templates} == {"memory://{id}", "memories://tag/{tag}"}
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -150,17 +151,18 @@ async def test_full_round_trip(store: HybridMemory, mode: str) -> None:
         deleted = await call(
             client, "delete_memory", {"filter": {"user": "alice"}, "confirm": True}
         )
-        assert deleted == {"deleted": 2}
-        assert (await call(client, "delete_memory", {"ids": [bob_theme["id"]]})) == {"deleted": 1}
+        assert (deleted["deleted"], deleted["matched"], deleted["dry_run"]) == (2, 2, False)
+        by_id = await call(client, "delete_memory", {"ids": [bob_theme["id"]]})
+        assert by_id["deleted"] == 1
 
         stats = await call(client, "memory_stats")
         assert stats["count"] == 0 and stats["tags"] == []
         assert stats["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
-        assert stats["store"]["kind"] == "embedded"
-        assert stats["store"]["location"] == store.settings.path
-        assert stats["store"]["collection"] == "hybrid_memory"
-        assert stats["index"]["in_step"] is True and stats["index"]["indexed"] == 0
+        assert stats["kind"] == "embedded"
+        assert stats["in_step"] is True and stats["indexed"] == 0
         assert stats["namespace"] is None
+        # Nothing of the server's machine: no directory, index file or collection.
+        assert store.settings.path not in json.dumps(stats)
     assert store.count() == 0
 
 
@@ -169,9 +171,18 @@ async def test_stats_report_counts_and_tags(store: HybridMemory) -> None:
         for i in range(3):
             await call(client, "store_memory", {"text": f"note number {i}", "tags": [f"t{i}"]})
         stats = await call(client, "memory_stats")
-    assert stats["count"] == 3 == stats["index"]["indexed"]
+    assert stats["count"] == 3 == stats["indexed"]
     assert stats["tags"] == ["t0", "t1", "t2"]
-    assert stats["index"]["location"].endswith("keyword-hybrid_memory.sqlite3")
+    assert set(stats) == {
+        "count",
+        "indexed",
+        "in_step",
+        "tags",
+        "embedding_model",
+        "kind",
+        "namespace",
+        "sync_interval",
+    }
 
 
 async def test_duplicates_upserts_and_explicit_ids(store: HybridMemory) -> None:
@@ -202,7 +213,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("store_memory", {"text": "x", "id": ""}, "id: expected a non-empty string"),
     ("search_memory", {"query": "theme", "k": 0}, "k: expected an integer in 1..100"),
     ("search_memory", {"query": "theme", "k": 500}, "k: expected an integer in 1..100"),
-    ("search_memory", {"query": "theme", "k": "many"}, "valid integer"),
+    ("search_memory", {"query": "theme", "k": "many"}, "k: expected an integer in 1..100"),
     ("search_memory", {"query": "theme", "alpha": 2}, "alpha: expected a number in [0, 1]"),
     ("search_memory", {"query": "theme", "max_tokens": 0}, "max_tokens"),
     ("search_memory", {"query": "theme", "filter": {"user": {"$regex": "a"}}}, "$regex"),
@@ -217,6 +228,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("delete_memory", {}, "give exactly one of ids or filter"),
     ("delete_memory", {"ids": ["keep"], "filter": {"user": "a"}}, "give exactly one"),
     ("delete_memory", {"filter": {"user": "a"}}, "confirm=true"),
+    ("delete_memory", {"filter": {"user": "a"}, "dry_run": "yes"}, "dry_run: expected true or"),
     ("delete_memory", {"filter": {}, "confirm": True}, "empty filter"),
     ("delete_memory", {"filter": {"user": {"$bad": 1}}, "confirm": True}, "$bad"),
 ]
@@ -283,12 +295,8 @@ async def test_namespaces_never_leak(tmp_path: Path) -> None:
                     assert stored["duplicate"] is False  # same text in both: stored in each
                     ids[name].append(stored["id"])
                 # Dedup works within the namespace.
-                again = await call(client, "store_memory", {"text": texts[0]})
+                again = await call(client, "store_memory", {"text": texts[0], "tags": [name]})
                 assert again == {"id": ids[name][0], "duplicate": True, "replaced": False}
-                text = await refused(
-                    client, "store_memory", {"text": "x", "metadata": {"namespace": "other"}}
-                )
-                assert "namespace" in text
             # Same explicit id in both namespaces: two memories, no collision.
             await call(a, "store_memory", {"text": "a's own note", "id": "note"})
             await call(b, "store_memory", {"text": "b's own note", "id": "note"})
@@ -302,9 +310,10 @@ async def test_namespaces_never_leak(tmp_path: Path) -> None:
             for _ in range(12):
                 query = " ".join(rng.sample(words, 2))
                 for name, client in (("team-a", a), ("team-b", b)):
-                    hits = (await call(client, "search_memory", {"query": query, "k": 10}))["hits"]
-                    assert hits and {h["metadata"]["namespace"] for h in hits} == {name}
-                    assert {h["id"] for h in hits} <= set(ids[name])
+                    result = await call(client, "search_memory", {"query": query, "k": 10})
+                    assert result["hits"] and {h["id"] for h in result["hits"]} <= set(ids[name])
+                    other = "team-b" if name == "team-a" else "team-a"
+                    assert other not in result["matched_tags"]
             for other, client in (("team-b", a), ("team-a", b)):
                 foreign = next(i for i in ids[other] if i != "note")
                 for tool, args in (
@@ -313,21 +322,85 @@ async def test_namespaces_never_leak(tmp_path: Path) -> None:
                     ("update_memory", {"id": foreign, "text": "hijacked"}),
                     ("delete_memory", {"ids": [foreign]}),
                 ):
-                    assert "no memory with id" in await refused(client, tool, args)
+                    text = await refused(client, tool, args)
+                    # The id as the client gave it: no internal collection or prefix.
+                    assert f"no memory with id {foreign!r}" in text and "team" not in text
             related = await call(a, "get_related", {"id": ids["team-a"][0], "k": 10})
-            assert {h["metadata"]["namespace"] for h in related["hits"]} == {"team-a"}
+            assert {h["id"] for h in related["hits"]} <= set(ids["team-a"])
             assert (await call(a, "list_tags"))["tags"] == ["ops", "team-a"]
-            assert (await call(b, "memory_stats"))["count"] == 4
+            stats_b = await call(b, "memory_stats")
+            assert (stats_b["count"], stats_b["namespace"]) == (4, "team-b")
             # A filter delete in one namespace removes nothing of the other.
             gone = await call(
                 a, "delete_memory", {"filter": {"tags": {"$contains": "ops"}}, "confirm": True}
             )
-            assert gone == {"deleted": 3}
+            assert gone["deleted"] == 3
             assert (await call(a, "memory_stats"))["count"] == 1
             assert (await call(b, "memory_stats"))["count"] == 4
-        assert store.count() == 5
+        # Nothing is in the store itself: each namespace is a collection of its own.
+        assert store.count() == 0
+        assert store.namespace("team-a").count() == 1 and store.namespace("team-b").count() == 4
     finally:
         store.close()
+
+
+async def test_namespaces_that_collided_under_the_prefix_scheme_stay_apart(
+    store: HybridMemory,
+) -> None:
+    """Issue 21, item 3: namespace "A" with id "sub:k" and namespace "A:sub" with id "k"
+    were one memory ("A:sub:k"); upsert in one replaced the other's memory."""
+    a = create_server(store, MCPServerSettings(namespace="A"))
+    a_sub = create_server(store, MCPServerSettings(namespace="A:sub"))
+    async with Client(a) as in_a, Client(a_sub) as in_a_sub:
+        await call(in_a, "store_memory", {"text": "A's memory", "id": "sub:k", "tags": ["mine"]})
+        stored = await call(in_a_sub, "store_memory", {"text": "A:sub's memory", "id": "k"})
+        assert stored == {"id": "k", "duplicate": False, "replaced": False}
+        upsert = {"text": "replaced", "id": "k", "upsert": True}
+        assert (await call(in_a_sub, "store_memory", upsert))["replaced"] is True
+        assert (await call(in_a, "get_memory", {"id": "sub:k"}))["text"] == "A's memory"
+        assert (await call(in_a_sub, "list_tags"))["tags"] == []
+        assert (await call(in_a_sub, "memory_stats"))["count"] == 1
+        hits = (await call(in_a_sub, "search_memory", {"query": "mine memory"}))["hits"]
+        assert [h["text"] for h in hits] == ["replaced"]
+
+
+async def test_memories_of_the_old_prefix_scheme_move_into_their_namespace(
+    store: HybridMemory,
+) -> None:
+    """Data written by the earlier server (ids "<namespace>:<id>", metadata namespace)
+    is moved into the namespace on start, once, with its id, tags, metadata and time."""
+    store.add(
+        "old memory of team-a",
+        id="team-a:old",
+        tags=["legacy"],
+        metadata={"namespace": "team-a", "user": "ann"},
+        created_at="2025-01-02T03:04:05+00:00",
+    )
+    store.add("old memory of team-b", id="team-b:x", metadata={"namespace": "team-b"})
+    # Carries the field but not the id prefix: the user's own metadata, not moved.
+    store.add("user metadata only", id="plain", metadata={"namespace": "team-a"})
+    async with Client(create_server(store, MCPServerSettings(namespace="team-a"))) as client:
+        moved = await call(client, "get_memory", {"id": "old"})
+        assert moved["text"] == "old memory of team-a" and moved["tags"] == ["legacy"]
+        assert moved["metadata"] == {"user": "ann"}
+        assert moved["created_at"] == "2025-01-02T03:04:05+00:00"
+        assert (await call(client, "memory_stats"))["count"] == 1
+    assert store.existing(["team-a:old", "team-b:x", "plain"]) == {"team-b:x", "plain"}
+    # A second start finds nothing left to move.
+    create_server(store, MCPServerSettings(namespace="team-a"))
+    assert store.namespace("team-a").count() == 1 and store.count() == 2
+
+
+def test_an_interrupted_move_finishes_on_the_next_start(store: HybridMemory) -> None:
+    """A start stopped after writing a memory into the namespace but before deleting the
+    old copy: the next start replaces the copy in the namespace and deletes the old one."""
+    store.add("half moved", id="ns:k", metadata={"namespace": "ns"}, tags=["t"])
+    store.namespace("ns").add("half moved", id="k", tags=["t"])
+    assert migrate_prefixed_namespace(store, "ns") == 1
+    assert store.count() == 0
+    (memory,) = store.namespace("ns").list_memories()
+    assert (memory.id, memory.text, memory.tags) == ("k", "half moved", ("t",))
+    assert migrate_prefixed_namespace(store, "ns") == 0
 
 
 def _nested_filter(depth: int) -> dict[str, Any]:

@@ -1,0 +1,194 @@
+"""Strict tool arguments: what a tool accepts is exactly its advertised JSON schema.
+
+The SDK builds each tool's input schema from the function's signature and validates
+calls with pydantic, but it ignores unknown arguments (an LLM that writes ``limit`` or
+``n_results`` silently gets the default) and answers a wrong type with pydantic's own
+text and a link. :class:`StrictTool` closes both gaps: the schema says
+``additionalProperties: false``, an unknown argument is refused naming it and the
+allowed ones, and a wrong value is answered in the library's words, naming the field
+and what it accepts, as read from the schema the client was shown.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.types import ToolAnnotations
+from pydantic import ValidationError
+
+__all__ = ["StrictTool", "describe", "explain"]
+
+# Names other memory servers and LLMs use for an argument, and what it is called here.
+SYNONYMS = {
+    "limit": "k",
+    "n_results": "k",
+    "top_k": "k",
+    "num_results": "k",
+    "max_results": "k",
+    "n": "k",
+    "content": "text",
+    "memory": "text",
+    "where": "filter",
+    "metadata_filter": "filter",
+    "memory_id": "id",
+    "page_size": "limit",
+    "skip": "offset",
+}
+_SHOWN_INPUT = 80  # characters of a refused value shown back
+
+
+class StrictTool(Tool):
+    """A tool whose arguments must match its schema exactly (see the module)."""
+
+    @classmethod
+    def build(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        title: str,
+        annotations: ToolAnnotations,
+        bounds: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> StrictTool:
+        """The tool for ``fn``: described by its docstring without the indentation, and
+        ``bounds`` (``{"k": {"maximum": 100}}``, for limits known only at run time)
+        added to the advertised schema."""
+        tool = cls.from_function(
+            fn,
+            title=title,
+            description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=annotations,
+        )
+        assert isinstance(tool, StrictTool)
+        tool.parameters["additionalProperties"] = False
+        for field, limits in (bounds or {}).items():
+            _numeric_part(tool.parameters["properties"][field]).update(limits)
+        return tool
+
+    @property
+    def allowed(self) -> list[str]:
+        return list(self.parameters.get("properties", {}))
+
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        unknown = [name for name in arguments if name not in self.allowed]
+        if unknown:
+            raise ToolError(f"Error executing tool {self.name}: {self._unknown(unknown)}")
+        try:
+            return await super().run(arguments, context, convert_result=convert_result)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                message = explain(exc.__cause__, self.parameters)
+                raise ToolError(f"Error executing tool {self.name}: {message}") from None
+            raise
+
+    def _unknown(self, names: Sequence[str]) -> str:
+        listed = ", ".join(repr(n) for n in names)
+        hints = [f"for {n!r} use {SYNONYMS[n]!r}" for n in names if SYNONYMS.get(n) in self.allowed]
+        hint = f" ({'; '.join(hints)})" if hints else ""
+        noun = "argument" if len(names) == 1 else "arguments"
+        return (
+            f"unknown {noun} {listed}{hint}; {self.name} takes only: "
+            f"{', '.join(self.allowed) or 'no arguments'}. Nothing was done."
+        )
+
+
+def explain(error: ValidationError, schema: Mapping[str, Any]) -> str:
+    """The validation failures as ``field: expected <what the schema allows>, got <value>``,
+    one per field."""
+    properties = schema.get("properties", {})
+    messages: dict[str, str] = {}
+    for failure in error.errors(include_url=False):
+        location = failure.get("loc", ())
+        if not location:
+            continue
+        field = str(location[0])
+        part: Mapping[str, Any] = properties.get(field, {})
+        path = field
+        for step in location[1:]:
+            if not isinstance(step, int):
+                break  # a union member's name (str, int, ...): the field as a whole
+            path += f"[{step}]"  # an item of a list
+            part = _items(part)
+        if path in messages or field in messages:
+            continue
+        if failure["type"] == "missing":
+            messages[path] = f"{path}: required, {describe(part)}"
+        else:
+            messages[path] = f"{path}: expected {describe(part)}, got {_shown(failure['input'])}"
+    return "; ".join(messages.values()) or str(error)
+
+
+def describe(schema: Mapping[str, Any]) -> str:
+    """What a JSON schema accepts, in words: ``an integer in 1..100 or null``."""
+    if "anyOf" in schema:
+        return " or ".join(describe(option) for option in schema["anyOf"])
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "string":
+        return "a string"
+    if kind in ("integer", "number"):
+        return ("an integer" if kind == "integer" else "a number") + _range(schema)
+    if kind == "boolean":
+        return "true or false"
+    if kind == "null":
+        return "null"
+    if kind == "array":
+        return f"a list of {_plural(describe(schema.get('items', {})))}"
+    if kind == "object":
+        return "an object"
+    return "a value"
+
+
+def _range(schema: Mapping[str, Any]) -> str:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None and high is not None:
+        return (
+            f" in {_num(low)}..{_num(high)}"
+            if schema.get("type") == "integer"
+            else (f" in [{_num(low)}, {_num(high)}]")
+        )
+    if low is not None:
+        return f" of at least {_num(low)}"
+    if high is not None:
+        return f" of at most {_num(high)}"
+    return ""
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _plural(phrase: str) -> str:
+    for article in ("an ", "a "):
+        if phrase.startswith(article):
+            noun, _, rest = phrase[len(article) :].partition(" ")
+            return f"{noun}s" + (f" {rest}" if rest else "")
+    return phrase
+
+
+def _items(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "items" in schema:
+        return schema["items"]
+    for option in schema.get("anyOf", ()):
+        if "items" in option:
+            return option["items"]
+    return {}
+
+
+def _numeric_part(schema: dict[str, Any]) -> dict[str, Any]:
+    """The integer or number member of a field's schema (``anyOf`` with null, or itself)."""
+    for option in schema.get("anyOf", ()):
+        if option.get("type") in ("integer", "number"):
+            return option
+    return schema
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_INPUT else text[: _SHOWN_INPUT - 3] + "..."
