@@ -186,7 +186,9 @@ def test_namespaces_on_a_chroma_server(chroma_server: str) -> None:
         assert other.namespace("A:sub").tags() == []
         stats = other.namespace("A").stats()
         assert (stats.kind, stats.location, stats.count) == ("server", chroma_server, 1)
-        assert stats.index_path is None  # a server store's index lives in memory
+        # A server store keeps its keyword index in a cache file; each namespace its own.
+        assert stats.index_path is not None
+        assert stats.index_path != other.namespace("A:sub").stats().index_path
         assert other.count() == 0
 
 
