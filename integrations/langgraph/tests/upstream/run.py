@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             "-o", "addopts=", "-p", "no:cacheprovider", "-q", "--durations=3",
             *files, *pytest_args,
         ]  # fmt: skip
+        env["HYBRID_MEMORY_UPSTREAM_DISTRIBUTION"] = distribution
         print(f"=== {distribution}=={pinned}: {' '.join(files)}", flush=True)
         code = subprocess.run(command, cwd=root, env=env).returncode
         if code not in (0, 5):  # 5: nothing selected (-k)
