@@ -87,7 +87,12 @@ class MemoryRecord(BaseModel):
 class SearchHit(MemoryRecord):
     """A memory found by a search, with why it was found."""
 
-    score: float = Field(description="Fused score (weighted reciprocal rank fusion).")
+    score: float = Field(
+        description="Relevance in [0, 1] (cosine or keyword coverage); near 1: near-exact."
+    )
+    fused_score: float = Field(
+        description="Fused score (weighted reciprocal rank fusion) that orders the hits."
+    )
     ranks: dict[str, int] = Field(
         description="1-based rank in each leg that returned it: vector, keyword, tag."
     )
@@ -260,6 +265,7 @@ def create_server(
                 SearchHit(
                     **record(hit.memory).model_dump(),
                     score=hit.score,
+                    fused_score=hit.fused_score,
                     ranks=dict(hit.ranks),
                     scores=dict(hit.scores),
                 )
@@ -363,7 +369,8 @@ def create_server(
     ) -> SearchResponse:
         """Hybrid search (meaning + keywords + tags) over stored memories, best first.
 
-        Each hit carries its fused score and its rank and score in each leg.
+        Each hit carries its relevance (0 to 1), its fused score and its rank and score
+        in each leg.
         """
         with _library_errors():
             result = memory.search(
