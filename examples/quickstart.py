@@ -47,10 +47,11 @@ with HybridMemory(path=path) as memory:
     )
     print(f"{memory.count()} memories stored in {path}\n")
 
-    # A hit's score is its Reciprocal Rank Fusion sum, weight / (60 + rank) per leg, with
-    # the legs' weights summing to 1: a memory ranked first by every leg scores
-    # 1/61 = 0.0164, the top of the scale. ranks says where each leg placed it.
-    print("score: weighted RRF sum, 0.0164 = first in every leg; ranks: place in each leg\n")
+    # A hit's score is its relevance in [0, 1] (its cosine similarity or the share of the
+    # query's keywords it holds, whichever is larger, non-increasing down the list); the
+    # order comes from Reciprocal Rank Fusion, whose sum is hit.fused_score (1/61 = 0.0164
+    # when first in every leg). ranks says where each leg placed it.
+    print("score: relevance in [0, 1]; fused: weighted RRF sum; ranks: place in each leg\n")
     for query, options in [
         ("what theme does alice like?", {}),
         ("what editor theme does the user like?", {"filter": {"user": "bob"}}),
@@ -61,7 +62,10 @@ with HybridMemory(path=path) as memory:
         shown = f" {options}" if options else ""
         print(f"Q: {query}{shown}   (alpha={result.alpha}, tags={list(result.matched_tags)})")
         for hit in result:
-            print(f"  {hit.score:.4f}  ranks={dict(hit.ranks)}  {hit.text}")
+            print(
+                f"  {hit.score:.2f}  fused={hit.fused_score:.4f}  "
+                f"ranks={dict(hit.ranks)}  {hit.text}"
+            )
         print()
 
 # Reopening the same path finds every memory again.

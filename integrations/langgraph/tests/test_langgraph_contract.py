@@ -427,8 +427,14 @@ def test_bad_input_raises_clearly_and_changes_nothing(pair: Pair) -> None:
     assert store.get(("ok",), "k") is None
     with pytest.raises(ValueError, match="memory: pass either memory"):
         HybridMemoryStore(memory=store.memory, path="elsewhere")
-    with pytest.raises(ValueError, match="embed/dims are the HybridMemory's"):
-        HybridMemoryStore(memory=store.memory, index={"dims": 3, "embed": len})  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(ValueError, match=r"index\.embed: the store embeds with the HybridMemory"):
+        HybridMemoryStore(memory=store.memory, index={"dims": 3, "embed": len})
+    with pytest.raises(ValueError, match=r"index\.dims: expected a positive integer"):
+        HybridMemoryStore(memory=store.memory, index={"dims": 0})
+    with pytest.raises(ValueError, match=r"index\.distance_type: only 'cosine'"):
+        HybridMemoryStore(memory=store.memory, index={"distance_type": "l2"})
+    with pytest.raises(ValueError, match=r"\$lt: compares numbers only \(not NaN\)"):
+        store.search(("a",), filter={"n": {"$lt": float("nan")}})
     with pytest.raises(ValueError, match=r"index.fields: expected a list"):
         HybridMemoryStore(memory=store.memory, index={"fields": "text"})  # type: ignore[typeddict-item]
     # A store over a memory it was given leaves that memory open when closed.
@@ -530,3 +536,171 @@ def test_default_ttl_from_the_config(embedder: Any, tmp_path: Path) -> None:
         assert [i.key for i in store.search(("t",))] == ["b"]
     with pytest.raises(ValueError, match=r"ttl\.default_ttl"):
         HybridMemoryStore(path=tmp_path, embedding=embedder, ttl={"default_ttl": 0})
+
+
+# --- LangGraph's conventions: index_config, infinite bounds, "langgraph" ops, scores -----------
+
+
+def test_index_config_embeds_with_langgraph_s_embed(embedder: Any, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        calls.append(len(texts))
+        return [list(v) for v in embedder.embed_documents(texts)]
+
+    config = {"dims": 384, "embed": embed, "fields": ["text"]}
+    with HybridMemoryStore(path=tmp_path, index=config) as store:  # type: ignore[arg-type]
+        assert store.index_config is not None and store.index_config["dims"] == 384
+        assert store.index_config["fields"] == ["text"]
+        store.put(("docs",), "a", {"text": "the cat sleeps on the mat", "other": "zebra"})
+        assert calls, "the store embedded with index['embed']"
+        top = store.search(("docs",), query="the cat sleeps on the mat")[0]
+        assert top.key == "a" and top.score is not None and top.score > 0.9
+    with HybridMemoryStore(memory=HybridMemory(embedding=embed)) as plain:
+        assert plain.index_config is None  # as InMemoryStore without an index
+
+
+def test_infinite_bounds_compare_as_in_langgraph(pair: Pair) -> None:
+    pair.both(fill)
+    for condition in [
+        {"$lt": float("inf")},
+        {"$gt": float("-inf")},
+        {"$lte": float("-inf")},
+        {"$gte": float("inf")},
+    ]:
+        found = pair.same(lambda s, c=condition: s.search(("a",), filter={"n": c}, limit=100))
+        expected = 4 if condition in ({"$lt": float("inf")}, {"$gt": float("-inf")}) else 0
+        assert len(found) == expected
+
+
+def test_a_langgraph_rooted_put_op_is_stored_as_in_memory_store(pair: Pair) -> None:
+    op = PutOp(("langgraph", "internal"), "k", {"text": "kept by LangGraph itself"})
+    pair.both(lambda s: s.batch([op]))
+    pair.same(lambda s: s.get(("langgraph", "internal"), "k"))
+    for store in (pair.ours, pair.reference):  # the public put() still refuses it
+        with pytest.raises(InvalidNamespaceError, match="langgraph"):
+            store.put(("langgraph",), "k", {"text": "x"})
+
+
+def test_near_exact_search_scores_like_in_memory_store(pair: Pair) -> None:
+    pair.both(fill)
+    ref, ours = pair.both(lambda s: s.search(("a",), query="stock prices fell sharply", limit=3))
+    assert ours[0].key == ref[0].key == "k2"
+    assert ours[0].score is not None and ours[0].score >= 0.9
+    # Every score in [0, 1], non-increasing; an unrelated item scores low.
+    scores = [h.score for h in ours]
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    unrelated = pair.ours.search(("c",), query="stock prices fell sharply")
+    assert [h.key for h in unrelated] == ["k9"] and (unrelated[0].score or 0) < 0.3
+
+
+# --- namespaces that cannot collide ----------------------------------------------------------
+
+HOSTILE = [
+    ("a:b",),
+    ("a", "b"),
+    ("a", "b:"),
+    ("a:", "b"),
+    ('a","b',),
+    ("a", '","b'),
+    ("a\\", "b"),
+    ("a/b",),
+    ("a", "b", "c"),
+    ("a b",),
+    ("A", "b"),
+    ("a", "b\n"),
+    ("ä", "b"),
+    ("lg-", "b"),
+    ("[", "]"),
+]
+
+
+def test_hostile_namespaces_never_share_an_item(embedder: Any, tmp_path: Path) -> None:
+    with HybridMemoryStore(path=tmp_path, embedding=embedder) as store:
+        store.batch(
+            [PutOp(ns, "k", {"text": f"item of {ns!r}", "ns": list(ns)}) for ns in HOSTILE]
+            + [PutOp(ns, "k:x", {"text": "other key"}) for ns in HOSTILE]
+        )
+        assert len(store.search((), limit=1000)) == 2 * len(HOSTILE)
+        for ns in HOSTILE:
+            item = store.get(ns, "k")
+            assert item is not None and item.namespace == ns and item.value["ns"] == list(ns)
+        # A key that looks like a namespace separator addresses nothing elsewhere.
+        assert store.get(("a",), "b:k") is None and store.get(("a",), "b") is None
+        # Deleting in one namespace leaves every other one's item.
+        store.delete(("a:b",), "k")
+        assert store.get(("a:b",), "k") is None
+        assert all(store.get(ns, "k") is not None for ns in HOSTILE if ns != ("a:b",))
+        # Prefix search is label by label: ("a",) holds ("a", "b") and ("a", "b:")...
+        under_a = {item.namespace for item in store.search(("a",), limit=1000)}
+        assert under_a == {ns for ns in HOSTILE if ns[0] == "a"}
+        # ... and a query search in one namespace never returns another's item.
+        hits = store.search(("a", "b"), query="item of", limit=100)
+        assert {h.namespace for h in hits} == {("a", "b"), ("a", "b", "c")}
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [(("a:b",), ("a", "b")), (("a", "b"), ("a,b",)), (("a", ""), ("a",)), (("x",), ("x", ""))],
+)
+def test_item_ids_are_injective(left: tuple[str, ...], right: tuple[str, ...]) -> None:
+    from langgraph.store.hybrid_memory.store import item_id
+
+    assert item_id(left, "k") != item_id(right, "k")
+    assert item_id(left, "k:x") != item_id((*left, "k"), "x")
+
+
+# --- the async store: LangGraph's async API, bursts written as one batch -----------------------
+
+
+async def test_async_store_batches_a_burst_into_one_write(embedder: Any, tmp_path: Path) -> None:
+    from langgraph.store.hybrid_memory import AsyncHybridMemoryStore
+
+    sizes: list[int] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        sizes.append(len(texts))
+        return [list(v) for v in embedder.embed_documents(texts)]
+
+    async with AsyncHybridMemoryStore(path=tmp_path, embedding=embed) as store:
+        await asyncio.gather(
+            *(store.aput(("burst",), f"k{i}", {"text": f"fact number {i}"}) for i in range(200))
+        )
+        # One model warm-up, then the 200 puts embedded in full batches: one add_many
+        # (one call per put, the store without batching, would be 200 calls of one text).
+        batch = store.memory.settings.embedding_batch_size
+        assert sizes[0] == 1 and sum(sizes[1:]) == 200
+        assert len(sizes[1:]) == -(-200 // batch)
+        found = await store.asearch(("burst",), limit=300)
+        assert len(found) == 200
+        got = await asyncio.gather(*(store.aget(("burst",), f"k{i}") for i in range(200)))
+        assert [g.value["text"] for g in got if g] == [f"fact number {i}" for i in range(200)]
+        # LangGraph's rule for its async stores: no sync calls in the event loop's thread.
+        with pytest.raises(asyncio.InvalidStateError):
+            store.get(("burst",), "k0")
+        # ... but from another thread they work.
+        item = await asyncio.to_thread(store.get, ("burst",), "k1")
+        assert item is not None and item.value["text"] == "fact number 1"
+
+
+async def test_async_store_ttl_methods_are_coroutines(embedder: Any, tmp_path: Path) -> None:
+    from langgraph.store.hybrid_memory import AsyncHybridMemoryStore
+
+    ttl = {"default_ttl": 0.5 / 60, "sweep_interval_minutes": 0.2 / 60}
+    async with AsyncHybridMemoryStore(path=tmp_path, embedding=embedder, ttl=ttl) as store:
+        await store.aput(("t",), "gone", {"text": "short lived"})
+        await store.aput(("t",), "kept", {"text": "long lived"}, ttl=None)
+        assert await store.sweep_ttl() == 0
+        task = await store.start_ttl_sweeper()
+        assert isinstance(task, asyncio.Task)
+        assert await store.start_ttl_sweeper() is task  # one sweeper at a time
+        for _ in range(60):
+            await asyncio.sleep(0.25)
+            if store.memory.count() == 1:
+                break
+        assert store.memory.count() == 1  # the sweeper deleted the expired item
+        assert await store.aget(("t",), "kept") is not None
+        assert await store.stop_ttl_sweeper() is True
+        assert task.done()
+        assert await store.stop_ttl_sweeper() is True

@@ -119,6 +119,7 @@ async def test_full_round_trip(store: HybridMemory, mode: str) -> None:
         assert top["tags"] == ["alice", "ui"]
         assert top["created_at"].endswith("+00:00")
         assert top["score"] > 0 and "vector" in top["ranks"] and "vector" in top["scores"]
+        assert 0 < top["score"] <= 1 and 0 < top["fused_score"] < 0.02
         assert set(top["ranks"]) == set(top["scores"])
 
         by_tag = await call(

@@ -8,6 +8,10 @@
     graph = builder.compile(store=store)
 """
 
-from langgraph.store.hybrid_memory.store import HybridIndexConfig, HybridMemoryStore
+from langgraph.store.hybrid_memory.store import (
+    AsyncHybridMemoryStore,
+    HybridIndexConfig,
+    HybridMemoryStore,
+)
 
-__all__ = ["HybridIndexConfig", "HybridMemoryStore"]
+__all__ = ["AsyncHybridMemoryStore", "HybridIndexConfig", "HybridMemoryStore"]

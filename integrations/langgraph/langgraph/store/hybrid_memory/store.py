@@ -41,6 +41,7 @@ try:
     from langgraph.store.base import (
         BaseStore,
         GetOp,
+        IndexConfig,
         InvalidNamespaceError,
         Item,
         ListNamespacesOp,
@@ -55,10 +56,12 @@ try:
         tokenize_path,
         validate_op_namespace,
     )
+    from langgraph.store.base.batch import AsyncBatchedBaseStore
+    from langgraph.store.base.embed import ensure_embeddings
 except ImportError as exc:  # pragma: no cover - langgraph is a declared dependency
     raise MissingDependencyError("langgraph", "langgraph-store-hybrid-memory") from exc
 
-__all__ = ["HybridIndexConfig", "HybridMemoryStore"]
+__all__ = ["AsyncHybridMemoryStore", "HybridIndexConfig", "HybridMemoryStore"]
 
 # Metadata keys of a stored item (see the module docstring).
 ITEM = "lg_item"
@@ -95,11 +98,20 @@ def item_id(namespace: tuple[str, ...], key: str) -> str:
 
 
 class HybridIndexConfig(TypedDict, total=False):
-    """How items are made searchable by text: ``fields`` are LangGraph JSON paths
-    (``"text"``, ``"meta.title"``, ``"notes[*].body"``; ``"$"`` is the whole value, the
-    default). The embedding is the :class:`~hybrid_memory.HybridMemory`'s own."""
+    """How items are made searchable by text, LangGraph's ``IndexConfig``: ``fields``
+    are LangGraph JSON paths (``"text"``, ``"meta.title"``, ``"notes[*].body"``; ``"$"``
+    is the whole value, the default; ``text_fields`` is accepted as the SQLite store's
+    name for them). ``embed`` is the embedding (a LangChain ``Embeddings``, a function of
+    a list of texts, or a ``"provider:model"`` string as in LangGraph), default the
+    :class:`~hybrid_memory.HybridMemory`'s own; ``dims`` its dimension, checked to be
+    a positive integer and otherwise informative (Chroma learns it from the vectors);
+    ``distance_type`` only ``"cosine"``, the one the vector leg uses."""
 
     fields: list[str] | None
+    text_fields: list[str] | None
+    embed: Any
+    dims: int
+    distance_type: str
 
 
 class HybridMemoryStore(BaseStore):
@@ -120,8 +132,10 @@ class HybridMemoryStore(BaseStore):
         memory: a ready :class:`HybridMemory` (not closed by :meth:`close`). Exclusive
             with ``path`` and ``memory_options``.
         path: a directory for an embedded, persistent store (neither: in memory).
-        index: ``{"fields": [...]}``: what part of a value is searchable by text
-            (default the whole value).
+        index: LangGraph's index configuration (:class:`HybridIndexConfig`):
+            ``{"fields": [...]}``, what part of a value is searchable by text (default
+            the whole value), and optionally ``embed``/``dims`` (the embedding, when
+            not the memory's default). Kept as :attr:`index_config`.
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`).
         **memory_options: passed to ``HybridMemory(...)`` (``url``, ``collection``,
@@ -146,9 +160,22 @@ class HybridMemoryStore(BaseStore):
             raise InvalidInputError(
                 "memory", "pass either memory, or path/HybridMemory options, not both"
             )
-        self._fields = _index_fields(index)
+        self.index_config: IndexConfig | None = _index_config(index)
+        self._fields = _index_fields(self.index_config)
         self.ttl_config = _ttl_config(ttl)
+        embed = (self.index_config or {}).get("embed")
+        if embed is not None:
+            if memory is not None or "embedding" in memory_options:
+                raise InvalidInputError(
+                    "index.embed",
+                    "the store embeds with the HybridMemory's embedding: pass embed, or "
+                    "memory=/embedding=, not both",
+                )
+            memory_options["embedding"] = ensure_embeddings(embed)
+        #: the index's embedding as LangChain ``Embeddings`` (None without ``index.embed``)
+        self.embeddings = memory_options.get("embedding") if embed is not None else None
         self._owns_memory = memory is None
+        self._warm = False
         self.memory = memory if memory is not None else HybridMemory(path, **memory_options)
         self._lock = threading.RLock()
         self._sweeper: threading.Thread | None = None
@@ -160,7 +187,7 @@ class HybridMemoryStore(BaseStore):
         """Run the operations; reads see the store as it was before the batch's writes,
         and of several puts of one key the last wins (as in LangGraph's own stores).
         Every operation is checked first: a bad one raises and nothing is written."""
-        op_list = list(ops)
+        op_list = [_tuple_namespace(op) for op in ops]
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for position, op in enumerate(op_list):
             _check_op(op, position)
@@ -181,7 +208,8 @@ class HybridMemoryStore(BaseStore):
                     results[i] = self._list_namespaces(op, now)
             self._refresh_ttl(refresh, now)
             if prepared:
-                self._write(prepared, now)
+                self._warm_up()
+                self._write(prepared, _now())
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -257,7 +285,9 @@ class HybridMemoryStore(BaseStore):
             if wanted > memory.settings.max_k:
                 memory = memory.with_settings(max_k=wanted)
             hits = memory.search(cast(str, op.query), k=wanted, filter=indexed)
-            found = [(hit.memory, float(hit.score)) for hit in hits[op.offset :]]
+            scores = langgraph_scores(hits)
+            found = [(hit.memory, score) for hit, score in zip(hits, scores, strict=True)]
+            found = found[op.offset :]
         missing = op.limit - len(found)
         if missing <= 0:
             return found
@@ -301,10 +331,7 @@ class HybridMemoryStore(BaseStore):
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
         """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the TTL
         config's, else 5) in a daemon thread, until :meth:`stop_ttl_sweeper`."""
-        interval = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
-        minutes = float(interval or 5)
-        if not minutes > 0:
-            raise InvalidInputError("sweep_interval_minutes", f"expected > 0, got {interval!r}")
+        minutes = _sweep_minutes(sweep_interval_minutes, self.ttl_config)
         if self._sweeper is not None and self._sweeper.is_alive():
             return
         self._sweeper_stop.clear()
@@ -378,6 +405,14 @@ class HybridMemoryStore(BaseStore):
                 metadata[VALUE_FIELD + field] = scalar
         return op, memory_id, text, metadata
 
+    def _warm_up(self) -> None:
+        """Load the embedding model before the first write: an item's TTL counts from
+        its write, and a model loading inside it (a second or more) would eat a short
+        TTL before the item is even stored."""
+        if not self._warm:
+            self.memory.embedder.embed_query("warm up")
+            self._warm = True
+
     def _write(
         self, prepared: list[tuple[PutOp, str, str | None, dict[str, Any] | None]], now: float
     ) -> None:
@@ -421,29 +456,153 @@ class HybridMemoryStore(BaseStore):
         return f"HybridMemoryStore({self.memory!r})"
 
 
+class AsyncHybridMemoryStore(AsyncBatchedBaseStore):
+    """:class:`HybridMemoryStore` for asyncio code, as LangGraph's async stores are.
+
+    Concurrent ``aput``/``aget``/``asearch``/... calls made in one event-loop tick are
+    gathered into one batch (LangGraph's ``AsyncBatchedBaseStore``), so a burst of puts
+    is one ``add_many``: one embedding call and one collection write. The TTL methods
+    are coroutines (``await store.sweep_ttl()``, ``await store.start_ttl_sweeper()``,
+    ``await store.stop_ttl_sweeper()``). The synchronous methods work from other
+    threads; in the event loop's own thread they raise ``asyncio.InvalidStateError``,
+    as in LangGraph. Create it inside a running event loop::
+
+        async with AsyncHybridMemoryStore(path="./memory") as store:
+            await store.aput(("users", "alice"), "theme", {"text": "dark mode"})
+
+    Takes the arguments of :class:`HybridMemoryStore`; ``store.sync`` is that store.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        memory: HybridMemory | None = None,
+        *,
+        path: str | PathLike[str] | None = None,
+        index: HybridIndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        **memory_options: Any,
+    ) -> None:
+        super().__init__()
+        self.sync = HybridMemoryStore(memory, path=path, index=index, ttl=ttl, **memory_options)
+        self.memory = self.sync.memory
+        self.index_config = self.sync.index_config
+        self.ttl_config = self.sync.ttl_config
+        self._sweeper_task: asyncio.Task[None] | None = None
+        self._sweeper_stop: asyncio.Event | None = None
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`HybridMemoryStore.batch` in a worker thread."""
+        return await asyncio.to_thread(self.sync.batch, list(ops))
+
+    async def sweep_ttl(self) -> int:
+        """Delete the expired items now; returns how many."""
+        return await asyncio.to_thread(self.sync.sweep_ttl)
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the TTL
+        config's, else 5) in a task of this event loop, until :meth:`stop_ttl_sweeper`;
+        returns the task (the one already running, if any)."""
+        minutes = _sweep_minutes(sweep_interval_minutes, self.ttl_config)
+        if self._sweeper_task is not None and not self._sweeper_task.done():
+            return self._sweeper_task
+        stop = self._sweeper_stop = asyncio.Event()
+
+        async def sweep() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), minutes * 60.0)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    await self.sweep_ttl()
+                except Exception:  # a failed sweep is retried at the next interval
+                    continue
+
+        self._sweeper_task = asyncio.create_task(sweep(), name="hybrid-memory-ttl")
+        return self._sweeper_task
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper task; True once it has stopped (or none ran)."""
+        task = self._sweeper_task
+        if task is None:
+            return True
+        if self._sweeper_stop is not None:
+            self._sweeper_stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self._sweeper_task = None
+        return True
+
+    async def aclose(self) -> None:
+        """Stop the TTL sweeper and close the memory this store opened."""
+        await self.stop_ttl_sweeper()
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncHybridMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncHybridMemoryStore({self.memory!r})"
+
+
+def _sweep_minutes(given: float | None, ttl_config: TTLConfig | None) -> float:
+    interval = given or (ttl_config or {}).get("sweep_interval_minutes")
+    minutes = float(interval or 5)
+    if not minutes > 0:
+        raise InvalidInputError("sweep_interval_minutes", f"expected > 0, got {interval!r}")
+    return minutes
+
+
 # --- checking what LangGraph hands over -----------------------------------------------------
 
 
-def _index_fields(index: Any) -> list[str]:
+_INDEX_KEYS = ("fields", "text_fields", "embed", "dims", "distance_type")
+
+
+def _index_config(index: Any) -> IndexConfig | None:
+    """The checked index configuration, as given (a copy); None without one."""
     if index is None:
-        return ["$"]
+        return None
     if not isinstance(index, Mapping):
         raise InvalidInputError(
             "index", f"expected a dict such as {{'fields': ['text']}}, got {index!r}"
         )
-    unknown = sorted(set(index) - {"fields", "dims", "embed"})
+    unknown = sorted(set(index) - set(_INDEX_KEYS))
     if unknown:
-        raise InvalidInputError("index", f"unknown keys {unknown}; allowed: fields")
-    if "embed" in index or "dims" in index:
         raise InvalidInputError(
-            "index",
-            "embed/dims are the HybridMemory's: pass embedding=... (or memory=HybridMemory(...))"
-            " instead; index takes only fields",
+            "index", f"unknown keys {unknown}; allowed: {', '.join(_INDEX_KEYS)}"
         )
-    fields = index.get("fields")
+    for name in ("fields", "text_fields"):
+        if index.get(name) is not None:
+            _index_paths(index[name], f"index.{name}")
+    if "fields" in index and "text_fields" in index:
+        raise InvalidInputError("index", "give fields or text_fields (the same thing), not both")
+    dims = index.get("dims")
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+        raise InvalidInputError("index.dims", f"expected a positive integer, got {dims!r}")
+    distance = index.get("distance_type", "cosine")
+    if distance != "cosine":
+        raise InvalidInputError(
+            "index.distance_type", f"only 'cosine' (the vector leg's), got {distance!r}"
+        )
+    return cast(IndexConfig, dict(index))
+
+
+def _index_fields(index: Mapping[str, Any] | None) -> list[str]:
+    fields = None if index is None else index.get("fields", index.get("text_fields"))
     if fields is None:
         return ["$"]
-    return _index_paths(fields, "index.fields")
+    return list(fields)
 
 
 def _index_paths(paths: Any, field: str) -> list[str]:
@@ -496,6 +655,16 @@ def _check_count(value: Any, field: str) -> None:
         raise InvalidInputError(field, f"expected an integer >= 0, got {value!r}")
 
 
+def _tuple_namespace(op: Any) -> Any:
+    """The operation with a namespace given as a list turned into a tuple, as LangGraph's
+    own stores take it."""
+    if isinstance(op, SearchOp) and isinstance(op.namespace_prefix, list):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    if isinstance(op, (GetOp, PutOp)) and isinstance(op.namespace, list):
+        return op._replace(namespace=tuple(op.namespace))
+    return op
+
+
 def _check_op(op: Any, position: int) -> None:
     """Raise for a malformed operation, naming it by its position in the batch."""
     where = f"ops[{position}]"
@@ -518,10 +687,8 @@ def _check_op(op: Any, position: int) -> None:
     if isinstance(op, PutOp):
         if not namespace:
             raise InvalidNamespaceError("Namespace cannot be empty.")
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(
-                f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-            )
+        # (A root label "langgraph" is refused by BaseStore.put, not here: LangGraph's
+        # own stores accept such a PutOp in batch(), which LangGraph itself may send.)
         if op.value is not None:
             if not isinstance(op.value, Mapping):
                 raise InvalidInputError(
@@ -593,10 +760,10 @@ def translate_filter(
                 if op in _ORDER_OPERATORS and (
                     isinstance(operand, bool)
                     or not isinstance(operand, (int, float))
-                    or (isinstance(operand, float) and not math.isfinite(operand))
+                    or (isinstance(operand, float) and math.isnan(operand))
                 ):
                     raise InvalidInputError(
-                        f"{path}.{op}", f"compares numbers only, got {operand!r}"
+                        f"{path}.{op}", f"compares numbers only (not NaN), got {operand!r}"
                     )
                 scalar = _engine_scalar(operand, exact=True)
                 if scalar is None:
@@ -711,6 +878,26 @@ def _match_filter(condition: MatchCondition) -> dict[str, Any]:
     clauses: list[dict[str, Any]] = [{DEPTH: {"$gte": max(1, len(path))}}]
     clauses += [{key(i): label} for i, label in enumerate(labels) if label != "*"]
     return _all_of(*clauses)
+
+
+# --- scores -------------------------------------------------------------------------------
+
+
+def langgraph_scores(hits: Sequence[Any]) -> list[float]:
+    """The scores of a query search's hits, best first: each hit's relevance
+    (``Hit.score``, in [0, 1]), except that a hit without any positive evidence (relevance
+    0) reports its cosine similarity when that is negative, as LangGraph's own stores
+    report cosine; made non-increasing down the list, so the order stays the fused one."""
+    out: list[float] = []
+    lowest = math.inf
+    for hit in hits:
+        score = float(hit.score)
+        cosine = hit.scores.get("vector")
+        if score == 0.0 and cosine is not None and cosine < 0.0:
+            score = float(cosine)
+        lowest = min(lowest, score)
+        out.append(lowest)
+    return out
 
 
 # --- items ---------------------------------------------------------------------------------
