@@ -450,10 +450,11 @@ class HybridMemory:
             max_tokens: stop adding hits once their texts would exceed this many tokens.
             after, before: only memories created at or after ``after`` and before
                 ``before`` (a datetime, ISO 8601 string or epoch seconds; either alone is
-                an open window), on every leg before its cut. Without them, a time the
-                query names is read against ``now`` and favours (``time_phrases="boost"``,
-                the default) or limits (``"narrow"``) the memories created then;
-                ``SearchResult.time_window`` shows how the search read it.
+                an open window), on every leg before its cut. Without them, with the
+                setting ``time_phrases`` on (``"boost"`` or ``"narrow"``; default
+                ``"off"``), a time the query names is read against ``now`` and favours
+                or limits the memories created then; ``SearchResult.time_window`` shows
+                how the search read it.
         """
         s = self.settings
         text = valid_text(query, s.max_text_length, "query")
@@ -534,6 +535,7 @@ class HybridMemory:
             mode=s.time_phrases,
             anchor_time=lambda event: searcher.anchor_time(event, node, s),
             order_weight=s.time_order_weight,
+            to_now=s.time_window_to_now,
         )
         # A keyword index still warming (a new process on a large store) cannot rank:
         # an unfiltered search answers from the vector leg; a filter (the caller's or a

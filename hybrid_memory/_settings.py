@@ -164,11 +164,13 @@ class HybridMemorySettings(BaseSettings):
         description="Per-day exponential decay of scores by memory age; 0 disables it.",
     )
     time_phrases: Literal["off", "boost", "narrow"] = Field(
-        "boost",
+        "off",
         description='What a time the query names ("last week", "in March", "two '
         "months ago\", \"before I moved\") does, relative to the query's now: 'boost' ranks "
         "memories created in that window higher, 'narrow' searches only them (every leg, "
-        "before its cut), 'off' ignores it. SearchResult.time_window shows the reading.",
+        "before its cut), 'off' (the default) ignores it. SearchResult.time_window shows "
+        "the reading. Off by default: boost gains on LoCoMo but not on LongMemEval "
+        "(docs/quality-study.md).",
     )
     time_boost: float = Field(
         1.0,
@@ -176,6 +178,12 @@ class HybridMemorySettings(BaseSettings):
         le=100.0,
         description="With time_phrases='boost': a memory created in the named window has "
         "its fused score multiplied by 1 + time_boost.",
+    )
+    time_window_to_now: bool = Field(
+        False,
+        description="A window the query names ('last month') extends to the query's now: "
+        "memories written after it may recount it ('which shoes did I clean last month?' "
+        "answered a month later).",
     )
     time_order_weight: float = Field(
         0.0,
@@ -272,6 +280,7 @@ SEARCH_SETTINGS = frozenset(
         "recency_decay",
         "time_phrases",
         "time_boost",
+        "time_window_to_now",
         "time_order_weight",
         "feedback_docs",
         "feedback_weight",

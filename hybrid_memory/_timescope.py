@@ -5,10 +5,11 @@ the time its query names (:mod:`hybrid_memory._timephrases`), as one :class:`Tim
   memories created in ``[after, before)``, before its cut, through the filter grammar's
   ``created_at`` conditions. A phrase in the query is then not read.
 - A window phrase ("last week") filters with ``time_phrases="narrow"`` and, with
-  ``"boost"``, marks the memories inside it for a higher score. Boost is the default:
-  on LoCoMo and LongMemEval a fifth to a third of the memories that answer a query
-  naming a time were written outside the window it names ("which shoes did I clean last
-  month?" answered by a turn a month after), and a filter would lose them
+  ``"boost"``, marks the memories inside it for a higher score. Boost beats narrow: on
+  LoCoMo and LongMemEval a fifth to a third of the memories that answer a query naming
+  a time were written outside the window it names ("which shoes did I clean last
+  month?" answered by a turn a month after), and a filter loses them. Neither is the
+  default (``"off"``): boost gains on LoCoMo but not on LongMemEval
   (docs/quality-study.md).
 - "before/after <event>" is resolved by ``anchor_time``: the store's best keyword match
   for the event gives its time, which bounds the window on one side. No match: nothing
@@ -83,10 +84,12 @@ def plan_time(
     mode: str,
     anchor_time: AnchorLookup,
     order_weight: float = 0.0,
+    to_now: bool = False,
 ) -> TimePlan:
     """The plan for one search. ``text`` is None for searches that read no phrase
     (``related``); ``mode`` is the ``time_phrases`` setting; ``order_weight`` the
-    ``time_order_weight`` setting (0: an order word is reported, not applied)."""
+    ``time_order_weight`` setting (0: an order word is reported, not applied);
+    ``to_now`` the ``time_window_to_now`` setting."""
     start, end = _stamp(after, "after"), _stamp(before, "before")
     if start is not None or end is not None:
         if start is not None and end is not None and start >= end:
@@ -112,6 +115,8 @@ def plan_time(
             return TimePlan(node, shown=shown)
         anchor_id, moment = found
         low, high = (moment, None) if phrase.kind == "after" else (None, moment)
+    elif to_now and high is not None:
+        high = max(high, now)
     applied = "filter" if mode == "narrow" else "boost"
     shown = TimeWindow(
         phrase.phrase,

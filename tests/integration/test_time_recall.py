@@ -31,6 +31,8 @@ MEMORIES = [
 
 
 def _store(**settings: object) -> HybridMemory:
+    """A store that reads time phrases (``time_phrases`` is off by default)."""
+    settings = {"time_phrases": "boost", **settings}
     store = HybridMemory(embedding=HashEmbedding(), embedding_name="test-hash-64", **settings)
     store.add_many(MEMORIES)
     return store
@@ -149,6 +151,12 @@ def test_order_words_prefer_newer_or_older_memories() -> None:
         oldest = store.search("the lasagna I cooked for the first time", k=4, now=NOW)
         assert oldest.time_window is not None and oldest.time_window.kind == "oldest"
         assert _ids(oldest).index("cook-jan") < _ids(oldest).index("cook-may")
+
+
+def test_time_phrases_are_off_by_default() -> None:
+    with HybridMemory(embedding=HashEmbedding(), embedding_name="test-hash-64") as store:
+        store.add_many(MEMORIES)
+        assert store.search("what did I cook last week", k=4, now=NOW).time_window is None
 
 
 def test_related_reads_no_phrase_from_the_memory_text(store: HybridMemory) -> None:
