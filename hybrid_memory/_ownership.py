@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import json
 import os
 import random
@@ -189,6 +190,10 @@ class PathOwnership:
                     self._chroma.close()  # Chroma's own count: the last client stops it
                 self._chroma = None
                 self._dispatch = None
+                # Chroma's stopped system keeps its database open until a reference
+                # cycle of its own is collected: collect it now, so that close()
+                # really gives every file back.
+                gc.collect()
             if self._lock_fd is not None:
                 with contextlib.suppress(OSError):
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
