@@ -118,6 +118,17 @@ def _forget_after_fork() -> None:
         if ownership._lock_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(ownership._lock_fd)
+        # The parent's sockets too: a child keeping them open would leave the parent's
+        # clients waiting on connections nobody answers once the parent died.
+        if ownership._server is not None:
+            with contextlib.suppress(OSError):
+                ownership._server._listener.close()
+            for connection in ownership._server._connections:
+                with contextlib.suppress(OSError):
+                    connection.close()
+        for connection in ownership._idle:
+            with contextlib.suppress(OSError):
+                connection.close()
     _registry.clear()
 
 
