@@ -51,9 +51,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared_load import (
+from benchmarks.shared_load import (
     SEEDED_NAME,
     TAGS,
     VOCABULARY,
@@ -93,6 +93,7 @@ class Worker:
         self.errors: Counter[str] = Counter()
         self.foreign: Counter[str] = Counter()
         self.first_foreign: str | None = None
+        self.first_error: str | None = None
 
     def _write_log(self, record: dict[str, Any]) -> None:
         with self._lock:
@@ -155,6 +156,7 @@ class Worker:
             except Exception as error:
                 if isinstance(error, HybridMemoryError):
                     self.errors[_error_name(error)] += 1
+                    self.first_error = self.first_error or f"{_error_name(error)}: {error}"
                 else:
                     self.foreign[_error_name(error)] += 1
                     self.first_foreign = self.first_foreign or traceback.format_exc()
@@ -276,6 +278,7 @@ def worker_main(args: argparse.Namespace) -> None:
         "errors": dict(worker.errors),
         "foreign_errors": dict(worker.foreign),
         "first_foreign": worker.first_foreign,
+        "first_error": worker.first_error,
         "check": checked,
     }
     print("RESULT " + json.dumps(report), flush=True)
@@ -366,7 +369,7 @@ def summarise(
         foreign.update(report.get("foreign_errors", {}))
         errors.update(report["check"].get("errors", {}))
         foreign.update(report["check"].get("foreign_errors", {}))
-        for key in ("first_foreign",):
+        for key in ("first_foreign", "first_error"):
             if report.get(key):
                 tracebacks.append(report[key])
         if report["check"].get("traceback"):

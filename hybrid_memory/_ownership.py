@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import json
 import os
 import random
@@ -117,6 +118,17 @@ def _forget_after_fork() -> None:
         if ownership._lock_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(ownership._lock_fd)
+        # The parent's sockets too: a child keeping them open would leave the parent's
+        # clients waiting on connections nobody answers once the parent died.
+        if ownership._server is not None:
+            with contextlib.suppress(OSError):
+                ownership._server._listener.close()
+            for connection in ownership._server._connections:
+                with contextlib.suppress(OSError):
+                    connection.close()
+        for connection in ownership._idle:
+            with contextlib.suppress(OSError):
+                connection.close()
     _registry.clear()
 
 
@@ -189,6 +201,10 @@ class PathOwnership:
                     self._chroma.close()  # Chroma's own count: the last client stops it
                 self._chroma = None
                 self._dispatch = None
+                # Chroma's stopped system keeps its database open until a reference
+                # cycle of its own is collected: collect it now, so that close()
+                # really gives every file back.
+                gc.collect()
             if self._lock_fd is not None:
                 with contextlib.suppress(OSError):
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)

@@ -21,6 +21,13 @@ from typing import BinaryIO
 from hybrid_memory._errors import IndexFileError, InvalidInputError
 from hybrid_memory._index.writes import create_batch_tables
 
+# How long a write waits for another process's write transaction on the shared index
+# file. An index write stays open while its Chroma write runs (see Writer._write_batch),
+# and on a path whose owner just died that Chroma write waits for the next owner to take
+# over (hybrid_memory/_ownership.py): SQLite's default 5 s is too short for that on a
+# loaded machine.
+BUSY_WAIT = 120.0
+
 try:  # POSIX: repairs of one index file by several processes take turns
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -329,7 +336,7 @@ class IndexFile:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path + suffix)
         self.conn = sqlite3.connect(
-            path or ":memory:", check_same_thread=False, isolation_level=None
+            path or ":memory:", check_same_thread=False, isolation_level=None, timeout=BUSY_WAIT
         )
         self._opened = self._file_id()
         try:

@@ -27,11 +27,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from conftest import SeededEmbedding
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hybrid_memory import HybridMemory
+from tests.conftest import SeededEmbedding
 
 NAME = "seeded-64"
 

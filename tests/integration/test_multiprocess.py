@@ -341,3 +341,28 @@ def test_four_threads_mixing_writes_and_searches_see_no_error(
         assert not any(isinstance(e, HybridMemoryError) for e in errors)
     finally:
         store.close()
+
+
+# --- what the design cannot support is refused up front --------------------------------------
+
+
+def test_a_path_owned_from_another_machine_is_refused(tmp_path: Path) -> None:
+    """A store directory on a shared file system, owned by a process of another machine
+    (loopback cannot reach it): StoreError naming the machine and the way out, nothing
+    opened. Staged here: the owner's lock held, its address file naming another host."""
+    import fcntl
+
+    from hybrid_memory import StoreError
+
+    path = tmp_path / "memory"
+    path.mkdir()
+    holder = os.open(path / "hybrid-memory-owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        record = {"pid": os.getpid(), "machine": "another-host", "host": "127.0.0.1", "port": 9}
+        (path / "hybrid-memory-owner.json").write_text(json.dumps({**record, "key": "00"}))
+        with pytest.raises(StoreError, match=r"another machine.*'another-host'.*Chroma server"):
+            open_store(path)
+        assert not (path / "chroma.sqlite3").exists()
+    finally:
+        os.close(holder)
