@@ -417,7 +417,8 @@ class HybridMemoryStore(BaseStore):
         self, prepared: list[tuple[PutOp, str, str | None, dict[str, Any] | None]], now: float
     ) -> None:
         ids = [memory_id for _, memory_id, _, _ in prepared]
-        existing = {m.id for m in self.memory.list_memories({ITEM: {"$in": ids}})}
+        # Asked of the collection (the core's one door), so another process's put counts.
+        existing = self.memory.existing(ids) if ids else set()
         deletes = [memory_id for op, memory_id, _, _ in prepared if op.value is None]
         gone = [i for i in deletes if i in existing]
         if gone:
