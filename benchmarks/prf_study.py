@@ -98,12 +98,12 @@ def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
                 rows_.append(np.array([position[id_of[int(x)]] for x in r], dtype=np.int64))
                 cols_.append(np.full(len(r), t, dtype=np.int64))
                 vals_.append(tfs.astype(np.float64))
-            stop_terms = {ts[0] for ts in search._terms_of(sorted(STOPWORDS)) if ts}
+            stop_terms = {ts[0] for ts in search.terms_of(sorted(STOPWORDS)) if ts}
             query_terms, all_query_terms = {}, {}
             for q in prep.queries:
                 for drop, out in ((True, query_terms), (False, all_query_terms)):
                     words = query_words(q.text, drop_stopwords=drop)
-                    terms = [ts[0] for ts in search._terms_of(words) if ts]
+                    terms = [ts[0] for ts in search.terms_of(words) if ts]
                     out[q.id] = [vocab[t] for t in terms if t in vocab]
     finally:
         memory.close()
