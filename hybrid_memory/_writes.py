@@ -102,45 +102,53 @@ class Writer:
     def _write(
         self, records: dict[str, NewMemory], existing: Mapping[str, Mapping[str, Any]]
     ) -> None:
-        texts = [m.text for m in records.values()]
-        vectors = document_matrix(self._embedder, texts)
-        self._collection.check_dimension(vectors)
+        """Write ``records`` one Chroma batch at a time: each batch is embedded, turned
+        into index rows and written before the next is embedded, so a call's memory use
+        is one batch's, whatever the number of records (a million memories in one call
+        held every vector, row and metadata at once: gigabytes).
+
+        Ids this store generated (uuid4) cannot exist yet: Chroma's ``add`` is cheaper
+        than ``upsert``. Ids the caller chose go through ``upsert`` (another process may
+        have written the same id since it was checked). A failure part-way (the model,
+        the store) leaves the earlier batches stored; the same call again stores the
+        rest, as memories without ids are deduplicated by content and ids are upserted.
+        """
+        items = list(records.items())
+        generated = [item for item in items if item[1].id is None]
+        chosen = [item for item in items if item[1].id is not None]
+        step = self._collection.max_batch()
         now = now_timestamp()
+        with self._sync.writing():
+            for operation, part in (("add", generated), ("upsert", chosen)):
+                for start in range(0, len(part), step):
+                    self._write_records(operation, part[start : start + step], existing, now)
+
+    def _write_records(
+        self,
+        operation: str,
+        batch: Sequence[tuple[str, NewMemory]],
+        existing: Mapping[str, Mapping[str, Any]],
+        now: float,
+    ) -> None:
+        """Embed, store and index one batch, and note its tags."""
+        vectors = document_matrix(self._embedder, [m.text for _, m in batch])
+        self._collection.check_dimension(vectors)
         rows: list[IndexRow] = []
         metadatas: list[dict[str, Any]] = []
-        for memory_id, m in records.items():
-            old_created = (existing.get(memory_id) or {}).get(CREATED_KEY)
+        removed_tags: list[str] = []
+        for memory_id, m in batch:
+            before = existing.get(memory_id)
+            old_created = (before or {}).get(CREATED_KEY)
             created = m.created_at if m.created_at is not None else (old_created or now)
-            rows.append(
-                IndexRow(memory_id, m.text, m.tags, m.metadata, m.content_hash, created, now)
-            )
-            metadatas.append(chroma_metadata(rows[-1], existing.get(memory_id)))
-        ids = list(records)
-        # Ids this store generated (uuid4) cannot exist yet: Chroma's `add` is cheaper
-        # than `upsert`. Ids the caller chose go through `upsert` (another process may
-        # have written the same id since it was checked).
-        generated = [i for i, m in enumerate(records.values()) if m.id is None]
-        chosen = [i for i, m in enumerate(records.values()) if m.id is not None]
-        step = self._collection.max_batch()
-        with self._sync.writing():
-            for operation, positions in (("add", generated), ("upsert", chosen)):
-                for start in range(0, len(positions), step):
-                    batch = positions[start : start + step]
-                    self._write_batch(
-                        operation,
-                        [rows[i] for i in batch],
-                        vectors[batch],
-                        [metadatas[i] for i in batch],
-                    )
-                    self._note_tags(
-                        [rows[i].tags for i in batch],
-                        [
-                            tag
-                            for i in batch
-                            for tag in stored_tags((existing.get(ids[i]) or {}).get(TAGS_KEY))
-                            if tag not in rows[i].tags
-                        ],
-                    )
+            row = IndexRow(memory_id, m.text, m.tags, m.metadata, m.content_hash, created, now)
+            rows.append(row)
+            metadatas.append(chroma_metadata(row, before))
+            if before:
+                removed_tags.extend(
+                    t for t in stored_tags(before.get(TAGS_KEY)) if t not in row.tags
+                )
+        self._write_batch(operation, rows, vectors, metadatas)
+        self._note_tags([row.tags for row in rows], removed_tags)
 
     def _write_batch(
         self,

@@ -212,3 +212,46 @@ def test_an_index_write_failing_after_chroma_took_the_rows_is_repaired_by_sync(
     assert index_ids(store) == chroma_ids(tmp_path)
     assert [h.text for h in store.search("huge number", k=1)] == ["memory about a huge number"]
     store.close()
+
+
+class FailingOnce(HashEmbedding):
+    """The cheap embedding, which fails once when asked to embed ``poison`` (a model
+    that runs out of memory part-way through a large call), and records how many texts
+    each call was given."""
+
+    def __init__(self, poison: str) -> None:
+        super().__init__()
+        self.poison = poison
+        self.failed = False
+        self.sizes: list[int] = []
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.sizes.append(len(texts))
+        if not self.failed and self.poison in texts:
+            self.failed = True
+            raise MemoryError("the model ran out of memory (injected)")
+        return super().__call__(texts)
+
+
+def test_a_large_call_is_embedded_and_written_one_batch_at_a_time(tmp_path: Path) -> None:
+    """add_many embeds and writes one Chroma batch before embedding the next, so a call of
+    a million memories holds one batch's vectors, not a million. A failure part-way
+    leaves the earlier batches stored, and the same call again stores the rest, once."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    batch = items(words)
+    embedding = FailingOnce(poison="memory about echo")  # in the second batch of three
+    chroma = ChromaWithFaults(tmp_path, max_batch=3)
+    store = open_store(tmp_path, client=chroma, embedding=embedding)
+    with pytest.raises(Exception, match="ran out of memory"):
+        store.add_many(batch)
+    assert max(embedding.sizes) <= 3  # never more than one Chroma batch at once
+    assert sorted(store.get(i).text for i in index_ids(store)) == [
+        f"memory about {w}" for w in ("alpha", "bravo", "charlie")
+    ]
+    assert index_ids(store) == chroma_ids(tmp_path)
+    ids = store.add_many(batch)  # again: the first three are found by content
+    assert len(set(ids)) == len(words) and store.count() == len(words)
+    assert index_ids(store) == chroma_ids(tmp_path) == set(ids)
+    for word in words:
+        assert [h.text for h in store.search(word, k=1)] == [f"memory about {word}"]
+    store.close()
