@@ -193,19 +193,29 @@ class TagLeg:
         from the other legs, which applied the search's filter already.)"""
         if not self._query_words or not ids:
             return []
+        # Texts first, tags (JSON to decode) only for the few that say what the query
+        # says: the keyword leg's hits are many, those few.
+        ids = self._index.holding_every(sorted(self._query_words), ids)
+        saying = [
+            memory_id for memory_id, text in self._index.texts(ids) if self._says_query(text)
+        ]
+        if not saying:
+            return []
         asked = set(self._tags)
         out = []
-        for memory_id, row, created, text, tags in self._index.texts_and_tags(ids):
-            folded = text.casefold()  # a cheap first test: every word as a substring
-            if not all(w in folded for w in self._query_words):
-                continue
-            if content_words(text) != self._query_words:
-                continue
+        for memory_id, row, created, text, tags in self._index.texts_and_tags(saying):
             carried = asked.intersection(tags)
             matched = carried.union(self._names.find(text))
             if len(matched) > len(carried):
                 out.append(TagMatch(memory_id, len(matched), created, row))
         return out
+
+    def _says_query(self, text: str) -> bool:
+        """Whether ``text`` has the query's content words and no other."""
+        folded = text.casefold()  # a cheap first test: every word as a substring
+        if not all(w in folded for w in self._query_words):
+            return False
+        return content_words(text) == self._query_words
 
 
 def content_words(text: str) -> frozenset[str]:

@@ -190,6 +190,18 @@ class KeywordSearch:
             (r[0], float(r[1])) for r in self._conn.execute(query, [expression, *params, limit])
         ]
 
+    def holding_every(self, words: Sequence[str], rowids: dict[str, int]) -> list[str] | None:
+        """Those of the memories ``rowids`` (id → row id) whose text holds every one of
+        ``words`` (each word's terms as the index's tokenizer makes them); None when the
+        postings cannot tell (not built yet, or a tokenizer without them)."""
+        postings = self.postings
+        if postings is None or not self._postings_rank:
+            return None
+        terms = sorted({t for word_terms in self.terms_of(words) for t in word_terms})
+        rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
+        kept = set(postings.holding_all(terms, rows).tolist())
+        return [memory_id for memory_id, row in rowids.items() if row in kept]
+
     def common_words(self, words: Sequence[str], max_df: float, total: int) -> set[str]:
         """The words whose indexed term (as the index's own tokenizer stems it) occurs in
         more than ``max_df`` of the ``total`` memories."""

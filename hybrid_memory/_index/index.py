@@ -246,6 +246,23 @@ class KeywordIndex:
         with self._lock:
             return self.reads.rows(ids)
 
+    def holding_every(self, words: Sequence[str], ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` whose text may hold every one of ``words``: exactly those
+        whose indexed terms include each word's terms when the in-memory postings can
+        tell, else all of ``ids`` that exist. A first cut, for callers that then read the
+        texts: it never drops a memory holding the words."""
+        with self._lock:
+            self._see_other_writers()
+            rowids = self.ids_cache.rowids_of(ids)
+            held = self.keywords.holding_every(words, rowids)
+            kept = rowids.keys() if held is None else set(held)
+            return [i for i in dict.fromkeys(ids) if i in kept]  # in the order given
+
+    def texts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(id, text)`` of the memories ``ids`` that exist."""
+        with self._lock:
+            return self.reads.texts(ids)
+
     def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
         """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist (for
         the tag leg, which also counts the tags a memory's text names)."""

@@ -246,6 +246,24 @@ class Postings:
         matched_rows = np.flatnonzero(matched).astype(np.int64)
         return matched_rows, totals[matched_rows]
 
+    def holding_all(self, terms: Sequence[str], rows: IntArray) -> IntArray:
+        """Those of ``rows`` (live) that hold every one of ``terms``. Each term's row ids
+        are in ascending order (they only grow, and compaction keeps their order), so
+        this is a binary search per term, whatever the size of the store."""
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[(rows >= 0) & (rows < len(self._live))]
+        rows = rows[self._live[rows]] if len(rows) else rows
+        for term in terms:
+            if not len(rows):
+                break
+            found = self._rowids.get(term)
+            if found is None:
+                return rows[:0]
+            having = np.frombuffer(found, dtype=np.int64)
+            at = np.searchsorted(having, rows).clip(max=len(having) - 1)
+            rows = rows[having[at] == rows]
+        return rows
+
 
 def best_first(rows: IntArray, scores: FloatArray, limit: int) -> tuple[IntArray, FloatArray]:
     """The ``limit`` highest scores, best first, ties by row id ascending."""

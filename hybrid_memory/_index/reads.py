@@ -240,6 +240,15 @@ class IndexReads:
             )
         return out
 
+    def texts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(id, text)`` of the memories ``ids`` that exist."""
+        out: list[tuple[str, str]] = []
+        for chunk, marks in chunks(ids):
+            out.extend(
+                self._conn.execute(f"SELECT id, text FROM memories WHERE id IN ({marks})", chunk)
+            )
+        return out
+
     def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
         """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist."""
         out: list[tuple[str, int, float, str, list[str]]] = []

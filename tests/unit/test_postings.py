@@ -362,3 +362,19 @@ def test_a_cleared_index_starts_empty_postings_again() -> None:
     for query in QUERIES:
         assert_same(index.search(query, 20), fts_ranking(index, query, 20))
     index.close()
+
+
+def test_holding_every_is_the_memories_whose_text_has_every_word(index: KeywordIndex) -> None:
+    """The tag leg's first cut: exactly the memories whose text holds every word (as the
+    tokenizer stems them: "flows" is held by a text saying "flow"), after updates and
+    deletes too (tombstoned rows are not held)."""
+    index.search("warm up the postings", 5)
+    rng = random.Random(3)
+    index.upsert(random_rows(rng, 40, start=0))  # new rows for m0..m39
+    index.delete([f"m{n}" for n in range(40, 80)])
+    ids = [f"m{n}" for n in range(300)]
+    texts = dict(index.texts(ids))
+    for words in (["flows", "wing"], ["heat"], ["boundary", "layer", "laminar"], ["absent"]):
+        stems = [w.removesuffix("s") for w in words]
+        expected = [i for i in ids if i in texts and all(s in texts[i].split() for s in stems)]
+        assert index.holding_every(words, ids) == expected
