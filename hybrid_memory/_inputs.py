@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from hybrid_memory._errors import InvalidInputError
@@ -138,6 +138,38 @@ def new_memory(item: Any, prefix: str, settings: HybridMemorySettings) -> NewMem
     created = item.get("created_at")
     created_at = None if created is None else to_timestamp(created, field=f"{prefix}created_at")
     return NewMemory(memory_id, text, tags, metadata, created_at, content_hash(text, metadata))
+
+
+class PendingMemories:
+    """Memories to write, every one validated: each one's id and content hash are kept,
+    and the memory itself is validated again when its batch is written. A call of a
+    million memories so holds their ids and hashes, not a million validated copies of
+    the caller's texts, tags and metadata."""
+
+    def __init__(self, count: int, make: Callable[[int], NewMemory]) -> None:
+        self._make = make
+        self.ids: list[str | None] = []
+        self.hashes: list[str] = []
+        for position in range(count):  # all validated before anything is written
+            memory = make(position)
+            self.ids.append(memory.id)
+            self.hashes.append(memory.content_hash)
+
+    @classmethod
+    def of_items(cls, items: Sequence[Any], settings: HybridMemorySettings) -> PendingMemories:
+        """``add_many``'s items; error fields start with ``items[3].``."""
+        return cls(len(items), lambda i: new_memory(items[i], f"items[{i}].", settings))
+
+    @classmethod
+    def of(cls, memories: Sequence[NewMemory]) -> PendingMemories:
+        """Memories validated already."""
+        return cls(len(memories), memories.__getitem__)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def memory(self, position: int) -> NewMemory:
+        return self._make(position)
 
 
 def valid_k(k: Any, max_k: int) -> int:

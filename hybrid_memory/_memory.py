@@ -33,6 +33,7 @@ from hybrid_memory._embeddings import Embedder
 from hybrid_memory._errors import InvalidInputError, MemoryNotFoundError, StoreError
 from hybrid_memory._filters import Node, parse_filter
 from hybrid_memory._inputs import (
+    PendingMemories,
     new_memory,
     valid_alpha,
     valid_id,
@@ -189,7 +190,7 @@ class HybridMemory:
         With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
         """
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
-        memories = [new_memory(item, "", self.settings)]
+        memories = PendingMemories.of([new_memory(item, "", self.settings)])
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)[0]
 
     @_repairing
@@ -208,10 +209,13 @@ class HybridMemory:
         """
         if isinstance(items, (str, Mapping)):
             raise InvalidInputError("items", "expected a list of texts or dicts, not a single one")
-        memories = [new_memory(item, f"items[{i}].", self.settings) for i, item in enumerate(items)]
+        given = items if isinstance(items, Sequence) else list(items)
+        memories = PendingMemories.of_items(given, self.settings)
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
 
-    def _add(self, memories: list[Any], *, upsert: bool, allow_duplicates: bool) -> list[str]:
+    def _add(
+        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool
+    ) -> list[str]:
         return self._parts.writer.add(
             memories,
             upsert=upsert,

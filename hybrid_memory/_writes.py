@@ -22,6 +22,7 @@ from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
 from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._inputs import PendingMemories
 from hybrid_memory._records import (
     CREATED_KEY,
     TAGS_KEY,
@@ -57,7 +58,7 @@ class Writer:
 
     def add(
         self,
-        memories: list[NewMemory],
+        memories: PendingMemories,
         *,
         upsert: bool,
         allow_duplicates: bool,
@@ -66,11 +67,16 @@ class Writer:
         """Store ``memories``; their ids in order. Without an id, a memory whose exact text
         is stored already is not stored again (unless ``allow_duplicates``): its id is
         returned; one written by the same call counts too."""
-        explicit = [m.id for m in memories if m.id is not None]
-        if len(set(explicit)) != len(explicit) and not upsert:
-            repeated = next(i for i in explicit if explicit.count(i) > 1)
-            raise InvalidInputError("id", f"id {repeated!r} appears more than once in this call")
-        hashes = [m.content_hash for m in memories if m.id is None]
+        explicit = [i for i in memories.ids if i is not None]
+        if not upsert:
+            seen: set[str] = set()
+            for memory_id in explicit:
+                if memory_id in seen:
+                    raise InvalidInputError(
+                        "id", f"id {memory_id!r} appears more than once in this call"
+                    )
+                seen.add(memory_id)
+        hashes = [h for i, h in zip(memories.ids, memories.hashes, strict=True) if i is None]
         if hashes and not allow_duplicates:
             # Dedup needs every stored memory's hash; waited for outside the write lock,
             # which the warming fill takes for each page.
@@ -82,30 +88,36 @@ class Writer:
                 raise DuplicateIdError(next(i for i in explicit if i in existing))
             known = {} if allow_duplicates else self._index.ids_by_hash(hashes)
             ids: list[str] = []
-            to_write: dict[str, NewMemory] = {}
-            for m in memories:
-                if m.id is not None:
-                    ids.append(m.id)
-                    to_write[m.id] = m
-                elif not allow_duplicates and m.content_hash in known:
-                    ids.append(known[m.content_hash])
+            to_write: dict[str, int] = {}  # id → position in ``memories``
+            for position, (given, digest) in enumerate(
+                zip(memories.ids, memories.hashes, strict=True)
+            ):
+                if given is not None:
+                    ids.append(given)
+                    to_write[given] = position
+                elif not allow_duplicates and digest in known:
+                    ids.append(known[digest])
                 else:
                     new_id = uuid.uuid4().hex
                     ids.append(new_id)
-                    to_write[new_id] = m
+                    to_write[new_id] = position
                     if not allow_duplicates:
-                        known[m.content_hash] = new_id
+                        known[digest] = new_id
             if to_write:
-                self._write(to_write, existing)
+                self._write(memories, to_write, existing)
             return ids
 
     def _write(
-        self, records: dict[str, NewMemory], existing: Mapping[str, Mapping[str, Any]]
+        self,
+        memories: PendingMemories,
+        to_write: dict[str, int],
+        existing: Mapping[str, Mapping[str, Any]],
     ) -> None:
-        """Write ``records`` one Chroma batch at a time: each batch is embedded, turned
-        into index rows and written before the next is embedded, so a call's memory use
-        is one batch's, whatever the number of records (a million memories in one call
-        held every vector, row and metadata at once: gigabytes).
+        """Write the memories ``to_write`` (id → position) one Chroma batch at a time:
+        each batch is validated again, embedded, turned into index rows and written
+        before the next, so a call's memory use is one batch's, whatever the number of
+        memories (a million memories in one call held every vector, row and metadata at
+        once: gigabytes).
 
         Ids this store generated (uuid4) cannot exist yet: Chroma's ``add`` is cheaper
         than ``upsert``. Ids the caller chose go through ``upsert`` (another process may
@@ -113,15 +125,15 @@ class Writer:
         the store) leaves the earlier batches stored; the same call again stores the
         rest, as memories without ids are deduplicated by content and ids are upserted.
         """
-        items = list(records.items())
-        generated = [item for item in items if item[1].id is None]
-        chosen = [item for item in items if item[1].id is not None]
+        generated = [(i, p) for i, p in to_write.items() if memories.ids[p] is None]
+        chosen = [(i, p) for i, p in to_write.items() if memories.ids[p] is not None]
         step = self._collection.max_batch()
         now = now_timestamp()
         with self._sync.writing():
             for operation, part in (("add", generated), ("upsert", chosen)):
                 for start in range(0, len(part), step):
-                    self._write_records(operation, part[start : start + step], existing, now)
+                    batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
+                    self._write_records(operation, batch, existing, now)
 
     def _write_records(
         self,
