@@ -205,7 +205,11 @@ class HybridMemory:
 
         Each item is a text or a mapping with ``text`` and optionally ``id``,
         ``tags``, ``metadata``, ``created_at``. Everything is validated before
-        anything is written.
+        anything is written. Memories are then embedded and written one batch at a time
+        (Chroma's largest), so a large call holds one batch in memory; a failure part-way
+        (the model, the store) leaves the earlier batches stored, and the same call
+        again stores the rest once (memories without ids are found by content, ids are
+        upserted with ``upsert=True``).
         """
         if isinstance(items, (str, Mapping)):
             raise InvalidInputError("items", "expected a list of texts or dicts, not a single one")
