@@ -345,8 +345,12 @@ def peer_text_of(memory: dict[str, Any]) -> str:
     return peer_text(PeerRecord(memory["id"], memory["text"], tuple(memory["tags"])))
 
 
-def prepare(data: Path, n: int, adds: int, queries: int, workdir: Path) -> dict[str, Any]:
-    """Write the store, the extra memories, the queries and their vectors for one N."""
+def prepare(
+    data: Path, n: int, adds: int, queries: int, workdir: Path, peers: bool = True
+) -> dict[str, Any]:
+    """Write the store, the extra memories, the queries and their vectors for one N (the
+    peers' texts, "<tags>: <text>", are embedded only when ``peers`` run: at a million
+    memories that is a million more)."""
     pools, all_queries = load_sources(data)
     need = WARMUP_QUERIES + queries
     if len(all_queries) < need:
@@ -362,8 +366,10 @@ def prepare(data: Path, n: int, adds: int, queries: int, workdir: Path) -> dict[
     embedder = HashingEmbedding()
     start = time.perf_counter()
     texts = [m["text"] for m in memories]
-    peer_texts = [peer_text_of(m) for m in memories]
-    vectors = embedder.embed_array(texts + peer_texts + chosen)
+    vectors = embedder.embed_array(texts + chosen)
+    peer_vectors = None
+    if peers:
+        peer_vectors = embedder.embed_array([peer_text_of(m) for m in memories] + chosen)
     embed_seconds = time.perf_counter() - start
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "data.json").write_text(
@@ -379,28 +385,27 @@ def prepare(data: Path, n: int, adds: int, queries: int, workdir: Path) -> dict[
         encoding="utf-8",
     )
     np.save(workdir / "vectors.npy", vectors)
+    if peer_vectors is not None:
+        np.save(workdir / "peer_vectors.npy", peer_vectors)
+    embedded = len(vectors) + (0 if peer_vectors is None else len(peer_vectors))
     return {
         "embedding": embedder.name,
-        "cheap_embedding_texts_per_s": round(len(vectors) / embed_seconds),
+        "cheap_embedding_texts_per_s": round(embedded / embed_seconds),
         "mean_chars": round(statistics.fmean(len(t) for t in texts)),
         "distinct_tags": len({t for m in store for t in m["tags"]}),
     }
 
 
 def load_prepared(workdir: Path, peer: bool) -> tuple[dict[str, Any], np.ndarray, list[str]]:
+    """The prepared data, the vectors a system needs, and the text of each vector's row
+    (the peers index "<tags>: <text>")."""
     data = json.loads((workdir / "data.json").read_text(encoding="utf-8"))
-    vectors = np.load(workdir / "vectors.npy")
     memories = data["store"] + data["extra"]
-    count = len(memories)
-    texts = [m["text"] for m in memories]
     queries = data["warmup"] + data["queries"]
-    if peer:  # the peers index "<tags>: <text>"; keep only the rows each system needs
+    if peer:
         keys = [peer_text_of(m) for m in memories] + queries
-        matrix = np.concatenate([vectors[count : 2 * count], vectors[2 * count :]])
-    else:
-        keys = texts + queries
-        matrix = np.concatenate([vectors[:count], vectors[2 * count :]])
-    return data, matrix, keys
+        return data, np.load(workdir / "peer_vectors.npy"), keys
+    return data, np.load(workdir / "vectors.npy"), [m["text"] for m in memories] + queries
 
 
 # --- measuring -----------------------------------------------------------------------
@@ -746,6 +751,57 @@ def _timed_search(
     return wall * 1e3, (wall - (embedding.seconds - before)) * 1e3, ids
 
 
+# Where hybrid-memory's search spends its time: (label, module, class, method). Timed
+# by wrapping those methods for one more pass over the queries, after the timed ones
+# (the wrappers cost a little; the figures explain the total, they do not replace it).
+SEARCH_STAGES = (
+    ("total", "hybrid_memory._search", "Searcher", "search"),
+    ("vector leg (Chroma query)", "hybrid_memory._legs", "VectorLeg", "rank"),
+    (
+        "feedback vectors (Chroma get)",
+        "hybrid_memory._collection",
+        "ChromaCollection",
+        "vectors_by_id",
+    ),
+    ("keyword leg", "hybrid_memory._legs", "KeywordLeg", "rank"),
+    ("tag leg", "hybrid_memory._legs", "TagLeg", "rank"),
+    ("relevance scores", "hybrid_memory._search", "Searcher", "relevance"),
+    ("hits read from the index", "hybrid_memory._search", "Searcher", "memories"),
+)
+
+
+def search_stages(system: System, queries: list[str]) -> dict[str, float]:
+    """Mean ms per search spent in each of :data:`SEARCH_STAGES` over ``queries``."""
+    import importlib
+
+    spent = dict.fromkeys((label for label, *_ in SEARCH_STAGES), 0.0)
+    originals = []
+    for label, module, cls_name, method in SEARCH_STAGES:
+        cls = getattr(importlib.import_module(module), cls_name)
+        original = getattr(cls, method)
+        originals.append((cls, method, original))
+
+        def timed(*args: Any, _f: Any = original, _label: str = label, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                spent[_label] += time.perf_counter() - start
+
+        setattr(cls, method, timed)
+    try:
+        for query in queries:
+            system.search(query)
+    finally:
+        for cls, method, original in originals:
+            setattr(cls, method, original)
+    out = {label: round(seconds / len(queries) * 1e3, 3) for label, seconds in spent.items()}
+    out["rest (fusion, orchestration)"] = round(
+        out["total"] - sum(v for k, v in out.items() if k != "total"), 3
+    )
+    return out
+
+
 def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
     """Measure one system on the prepared data, in this (fresh) process."""
     data, matrix, keys = load_prepared(workdir, peer=name in PEER_SYSTEMS)
@@ -825,6 +881,8 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
             engine_ms.append(engine)
         result["search_ms"] = _percentiles(engine_ms)
         result["search_wall_ms"] = _percentiles(wall_ms)
+        if isinstance(system, Ours):
+            result["search_stages_ms"] = search_stages(system, queries)
         if system.filterable:
             filtered = []
             for i, query in enumerate(queries):
@@ -1410,7 +1468,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.n:
             workdir = Path(tmp) / f"n{n}"
             _log(f"N={n}: generating data")
-            data_info = prepare(args.data, n, adds, args.queries, workdir)
+            data_info = prepare(
+                args.data, n, adds, args.queries, workdir,
+                peers=any(name in PEER_SYSTEMS for name in systems),
+            )
             last_workdir = workdir
             rounds: list[dict[str, dict[str, Any]]] = []
             for round_number in range(1, args.rounds + 1):
