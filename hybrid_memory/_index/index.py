@@ -192,6 +192,12 @@ class KeywordIndex:
         them every time, and COUNT(*) scans the table or the filter's rows."""
         with self._lock:
             self._see_other_writers()  # another connection's write changes the counts
+            postings = self.keywords.postings
+            if where is None and postings is not None:
+                # Every row, with or without tokens, is one live row of the postings,
+                # which follow every write: no COUNT(*) scan after each write (7-15 ms
+                # of the first search after an add at 100,000 memories, 10x at 1M).
+                return len(postings)
             return self.reads.count(where)
 
     def passing(self, ids: Sequence[str], where: Node | None) -> set[str]:
