@@ -1,6 +1,6 @@
 """Speed at scale: hybrid-memory against Chroma and the peers' hybrid retrievers (issue 5).
 
-The entry point of the benchmark; the code lives in the package ``benchmarks/scaling/``,
+The entry point of the benchmark; the code lives in the package ``benchmarks/_scale/``,
 whose docstring says what is measured and how. Usage::
 
     python benchmarks/scale.py --n 10000 100000            # hybrid-memory + Chroma's own add
@@ -21,7 +21,7 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:  # run as a script, this folder is already first; not so with -m
     sys.path.insert(0, HERE)
 
-from scaling.cli import main  # noqa: E402
+from _scale.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

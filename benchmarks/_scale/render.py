@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaling.compare import value_at
-from scaling.constants import LABELS, K
+from .compare import value_at
+from .constants import LABELS, K
 
 
 def _fmt(value: Any, digits: int = 1) -> str:

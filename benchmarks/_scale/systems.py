@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from scaling.constants import (
+from .constants import (
     CHROMA_DISK,
     CHROMA_LAYOUT,
     CHROMA_MEMORY,
@@ -22,7 +22,7 @@ from scaling.constants import (
     OURS_MEMORY,
     K,
 )
-from scaling.embedding import TableEmbedding
+from .embedding import TableEmbedding
 
 
 class System:

@@ -62,13 +62,13 @@ the engine), first asked and repeated (the query-embedding cache).
 The code, one module per concern (``benchmarks/scale.py`` is only the entry point, run
 again with ``--worker`` for each system):
 
-- :mod:`scaling.constants`: sizes, paths, the systems' names and labels;
-- :mod:`scaling.embedding`: the cheap embedding and the lookup table of its vectors;
-- :mod:`scaling.data`: the memories and queries, prepared once per N, loaded per worker;
-- :mod:`scaling.measure`: resident memory, percentiles, size on disk;
-- :mod:`scaling.systems`: hybrid-memory, Chroma and the peers behind one small shape;
-- :mod:`scaling.worker`: one system (or the model, ``--model``) measured in its process;
-- :mod:`scaling.compare`: ratios ours/theirs, ingest over rounds, issue 5's targets;
-- :mod:`scaling.render`: the tables;
-- :mod:`scaling.cli`: the flags, the orchestration, the report.
+- :mod:`_scale.constants`: sizes, paths, the systems' names and labels;
+- :mod:`_scale.embedding`: the cheap embedding and the lookup table of its vectors;
+- :mod:`_scale.data`: the memories and queries, prepared once per N, loaded per worker;
+- :mod:`_scale.measure`: resident memory, percentiles, size on disk;
+- :mod:`_scale.systems`: hybrid-memory, Chroma and the peers behind one small shape;
+- :mod:`_scale.worker`: one system (or the model, ``--model``) measured in its process;
+- :mod:`_scale.compare`: ratios ours/theirs, ingest over rounds, issue 5's targets;
+- :mod:`_scale.render`: the tables;
+- :mod:`_scale.cli`: the flags, the orchestration, the report.
 """

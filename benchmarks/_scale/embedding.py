@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from scaling.constants import DIM
+from .constants import DIM
 
 _WORD = re.compile(r"[a-z0-9]+")
 

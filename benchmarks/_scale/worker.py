@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from scaling.constants import (
+from .constants import (
     CHROMA_DISK,
     CHROMA_LAYOUT,
     FILTER_USERS,
@@ -22,10 +22,10 @@ from scaling.constants import (
     OURS_DISK,
     PEER_SYSTEMS,
 )
-from scaling.data import load_prepared
-from scaling.embedding import HashingEmbedding, TableEmbedding
-from scaling.measure import Rss, dir_mb, percentiles
-from scaling.systems import Ours, System, build_system, import_system
+from .data import load_prepared
+from .embedding import HashingEmbedding, TableEmbedding
+from .measure import Rss, dir_mb, percentiles
+from .systems import Ours, System, build_system, import_system
 
 
 def _timed_search(

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from scaling.constants import FILTER_USERS, SEED, WARMUP_QUERIES
-from scaling.embedding import HashingEmbedding
+from .constants import FILTER_USERS, SEED, WARMUP_QUERIES
+from .embedding import HashingEmbedding
 
 TOPIC_TAGS = (
     "preference", "fact", "event", "plan", "todo", "important", "work", "family",

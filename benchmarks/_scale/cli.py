@@ -17,9 +17,9 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-import scaling
-from scaling.compare import compare, ingest_rounds, targets
-from scaling.constants import (
+from . import __doc__ as about
+from .compare import compare, ingest_rounds, targets
+from .constants import (
     CHROMA_DISK,
     CHROMA_MEMORY,
     DEFAULT_DATA,
@@ -34,10 +34,10 @@ from scaling.constants import (
     WARMUP_QUERIES,
     K,
 )
-from scaling.data import prepare
-from scaling.embedding import HashingEmbedding
-from scaling.render import render
-from scaling.worker import run_model_worker, run_worker
+from .data import prepare
+from .embedding import HashingEmbedding
+from .render import render
+from .worker import run_model_worker, run_worker
 
 
 def _child(args: list[str], timeout: float | None) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def _log(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(scaling.__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(about or "").split("\n\n")[0])
     parser.add_argument(
         "--n",
         type=int,

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from scaling.constants import (
+from .constants import (
     CHROMA_DISK,
     CHROMA_LAYOUT,
     CHROMA_MEMORY,
