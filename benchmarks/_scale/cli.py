@@ -1,0 +1,283 @@
+"""The command line: prepares the data per N, runs every system in a worker process
+one after the other, and prints the table or the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from . import __doc__ as about
+from .compare import compare, ingest_rounds, targets
+from .constants import (
+    CHROMA_DISK,
+    CHROMA_MEMORY,
+    DEFAULT_DATA,
+    LABELS,
+    MODEL,
+    OURS_DISK,
+    OURS_MEMORY,
+    PEER_SYSTEMS,
+    REPO,
+    SCRIPT,
+    SEED,
+    WARMUP_QUERIES,
+    K,
+)
+from .data import prepare
+from .embedding import HashingEmbedding
+from .render import render
+from .worker import run_model_worker, run_worker
+
+
+def _child(args: list[str], timeout: float | None) -> dict[str, Any]:
+    """Run the entry point as a worker in a fresh interpreter and return its JSON result."""
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("ANONYMIZED_TELEMETRY", "False")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        out_path = Path(out.name)
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), *args, "--out", str(out_path)],
+            env=env,
+            timeout=timeout,
+            stdout=sys.stderr,  # worker chatter never pollutes --json on stdout
+        )
+        if proc.returncode != 0:
+            return {"error": f"worker exited with {proc.returncode}"}
+        return json.loads(out_path.read_text(encoding="utf-8"))
+    except subprocess.TimeoutExpired:
+        return {"error": f"worker timed out after {timeout} s"}
+    finally:
+        out_path.unlink(missing_ok=True)
+
+
+def _commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` when the engine has local changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "hybrid_memory"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for package in (
+        "hybrid-memory", "chromadb", "langchain-core", "langchain-community",
+        "langchain-classic", "langchain-chroma", "rank-bm25", "llama-index-core",
+        "llama-index-retrievers-bm25", "llama-index-vector-stores-chroma", "bm25s",
+        "onnxruntime", "tokenizers", "numpy",
+    ):  # fmt: skip
+        with contextlib.suppress(importlib_metadata.PackageNotFoundError):
+            found[package] = importlib_metadata.version(package)
+    return found
+
+
+def _log(message: str) -> None:
+    print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(about or "").split("\n\n")[0])
+    parser.add_argument(
+        "--n",
+        type=int,
+        nargs="+",
+        default=[10_000, 100_000],
+        help="store sizes (default: 10000 100000)",
+    )
+    parser.add_argument(
+        "--queries", type=int, default=200, help="distinct timed queries (default 200; at most 980)"
+    )
+    parser.add_argument("--adds", type=int, default=20, help="timed single adds (default 20)")
+    parser.add_argument(
+        "--peer-adds",
+        type=int,
+        default=5,
+        help="timed single adds for the peers, each a full BM25 rebuild (default 5)",
+    )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure the LangChain and LlamaIndex hybrid retrievers",
+    )
+    parser.add_argument(
+        "--model",
+        action="store_true",
+        help="also measure the default embedding model and end-to-end search",
+    )
+    parser.add_argument(
+        "--model-batch-size",
+        type=int,
+        default=None,
+        help="batch size for --model (default: the store's setting)",
+    )
+    parser.add_argument(
+        "--model-backend",
+        choices=("onnxruntime", "sentence-transformers"),
+        default="onnxruntime",
+        help="what runs the default model for --model: onnxruntime (the default backend) "
+        "or sentence-transformers (the backend before it; needs that extra), to compare "
+        "them on the same texts",
+    )
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=list(LABELS),
+        default=None,
+        help="measure only these systems",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every system this many times per N, alternating, and report ingest per "
+        "round and the median ratio against Chroma (the tables show the first round)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help=f"evaluation data directory (default {DEFAULT_DATA})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds allowed per system and N (default: no limit)",
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        if args.worker == MODEL:
+            result = run_model_worker(args.workdir, args.model_batch_size, args.model_backend)
+        else:
+            result = run_worker(args.worker, args.workdir, args.adds)
+        args.out.write_text(json.dumps(result), encoding="utf-8")
+        return 0
+
+    if not (args.data / "locomo" / "corpus.jsonl").exists():
+        parser.error(f"no evaluation data in {args.data} (pass --data)")
+    if args.rounds < 1:
+        parser.error(f"--rounds: expected an integer >= 1, got {args.rounds}")
+    systems = args.systems or [OURS_DISK, OURS_MEMORY, CHROMA_DISK, CHROMA_MEMORY] + (
+        list(PEER_SYSTEMS) if args.peers else []
+    )
+    adds = max(args.adds, args.peer_adds)
+    report: dict[str, Any] = {
+        "benchmark": "hybrid-memory scale (issue 5)",
+        "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "versions": _versions(),
+        "commit": _commit(),
+        "config": {
+            "n": args.n,
+            "queries": args.queries,
+            "warmup_queries": WARMUP_QUERIES,
+            "k": K,
+            "adds": args.adds,
+            "rounds": args.rounds,
+            "peer_adds": args.peer_adds,
+            "seed": SEED,
+            "embedding": HashingEmbedding().name,
+            "systems": systems,
+        },
+        "results": [],
+        "model": None,
+    }
+    with tempfile.TemporaryDirectory(prefix="scale-data-") as tmp:
+        last_workdir = None
+        for n in args.n:
+            workdir = Path(tmp) / f"n{n}"
+            _log(f"N={n}: generating data")
+            data_info = prepare(
+                args.data,
+                n,
+                adds,
+                args.queries,
+                workdir,
+                peers=any(name in PEER_SYSTEMS for name in systems),
+            )
+            last_workdir = workdir
+            rounds: list[dict[str, dict[str, Any]]] = []
+            for round_number in range(1, args.rounds + 1):
+                results: dict[str, dict[str, Any]] = {}
+                where = f"N={n}" + (f", round {round_number}" if args.rounds > 1 else "")
+                for name in systems:
+                    count = args.peer_adds if name in PEER_SYSTEMS else args.adds
+                    _log(f"{where}: {LABELS[name]}")
+                    started = time.perf_counter()
+                    results[name] = _child(
+                        ["--worker", name, "--workdir", str(workdir), "--adds", str(count)],
+                        args.timeout,
+                    )
+                    _log(
+                        f"{where}: {LABELS[name]} done in {time.perf_counter() - started:.0f} s"
+                        + (f" ({results[name]['error']})" if "error" in results[name] else "")
+                    )
+                rounds.append(results)
+            results = rounds[0]
+            ratios = compare(results)
+            repeated = ingest_rounds(rounds) if args.rounds > 1 else None
+            block = {
+                "n": n,
+                "data": data_info,
+                "systems": results,
+                "ratios": ratios,
+                "targets": targets(results, ratios, repeated),
+            }
+            if repeated:
+                block["ingest_rounds"] = repeated
+            report["results"].append(block)
+        if args.model and last_workdir is not None:
+            _log("default embedding model")
+            extra = (
+                ["--model-batch-size", str(args.model_batch_size)]
+                if (args.model_batch_size)
+                else []
+            )
+            extra += ["--model-backend", args.model_backend]
+            report["model"] = _child(
+                ["--worker", MODEL, "--workdir", str(last_workdir), *extra], args.timeout
+            )
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(report))
+    failed = [
+        name for block in report["results"] for name, r in block["systems"].items() if "error" in r
+    ]
+    if report["model"] and "error" in report["model"]:
+        failed.append(MODEL)
+    return 1 if failed else 0

@@ -1,0 +1,40 @@
+"""The benchmark's fixed sizes, paths and the names of the systems it measures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+if str(REPO) not in sys.path:  # run from a checkout without installing the package
+    sys.path.insert(0, str(REPO))
+# The entry point, which the orchestrator runs again as a worker for each system.
+SCRIPT = Path(__file__).resolve().parents[1] / "scale.py"
+
+DIM = 384
+K = 10
+SEED = 20240501
+WARMUP_QUERIES = 5
+FILTER_USERS = 50
+
+OURS_DISK = "ours-disk"
+OURS_MEMORY = "ours-memory"
+CHROMA_DISK = "chroma-disk"
+CHROMA_MEMORY = "chroma-memory"
+CHROMA_LAYOUT = "chroma-disk-layout"  # only when asked for with --systems
+LANGCHAIN = "langchain"
+LLAMAINDEX = "llamaindex"
+MODEL = "model"
+
+LABELS = {
+    OURS_DISK: "hybrid-memory (disk)",
+    OURS_MEMORY: "hybrid-memory (memory)",
+    CHROMA_DISK: "Chroma add+query (disk)",
+    CHROMA_MEMORY: "Chroma add+query (memory)",
+    CHROMA_LAYOUT: "Chroma add+query, hybrid-memory's metadata layout (disk)",
+    LANGCHAIN: "LangChain Ensemble (memory)",
+    LLAMAINDEX: "LlamaIndex Fusion (memory)",
+}
+OURS = (OURS_DISK, OURS_MEMORY)
+PEER_SYSTEMS = (LANGCHAIN, LLAMAINDEX)

@@ -1,0 +1,285 @@
+"""The workers: one system (or the default embedding model) measured on the prepared
+data in a fresh process."""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .constants import (
+    CHROMA_DISK,
+    CHROMA_LAYOUT,
+    FILTER_USERS,
+    LABELS,
+    OURS_DISK,
+    PEER_SYSTEMS,
+)
+from .data import load_prepared
+from .embedding import HashingEmbedding, TableEmbedding
+from .measure import Rss, dir_mb, percentiles
+from .systems import Ours, System, build_system, import_system
+
+
+def _timed_search(
+    system: System, embedding: TableEmbedding, query: str, where: dict[str, Any] | None = None
+) -> tuple[float, float, list[str]]:
+    """(wall ms, ms excluding the embedding calls made inside, ids) of one search."""
+    before = embedding.seconds
+    start = time.perf_counter()
+    ids = system.search(query, where)
+    wall = time.perf_counter() - start
+    return wall * 1e3, (wall - (embedding.seconds - before)) * 1e3, ids
+
+
+# Where hybrid-memory's search spends its time: (label, module, class, method). Timed
+# by wrapping those methods for one more pass over the queries, after the timed ones
+# (the wrappers cost a little; the figures explain the total, they do not replace it).
+SEARCH_STAGES = (
+    ("total", "hybrid_memory._search", "Searcher", "search"),
+    ("vector leg (Chroma query)", "hybrid_memory._legs", "VectorLeg", "rank"),
+    (
+        "feedback vectors (Chroma get)",
+        "hybrid_memory._collection",
+        "ChromaCollection",
+        "vectors_by_id",
+    ),
+    ("keyword leg", "hybrid_memory._legs", "KeywordLeg", "rank"),
+    ("tag leg", "hybrid_memory._legs", "TagLeg", "rank"),
+    ("relevance scores", "hybrid_memory._search", "Searcher", "relevance"),
+    ("hits read from the index", "hybrid_memory._search", "Searcher", "memories"),
+)
+
+
+def search_stages(system: System, queries: list[str]) -> dict[str, float]:
+    """Mean ms per search spent in each of :data:`SEARCH_STAGES` over ``queries``."""
+    import importlib
+
+    spent = dict.fromkeys((label for label, *_ in SEARCH_STAGES), 0.0)
+    originals = []
+    for label, module, cls_name, method in SEARCH_STAGES:
+        cls = getattr(importlib.import_module(module), cls_name)
+        original = getattr(cls, method)
+        originals.append((cls, method, original))
+
+        def timed(*args: Any, _f: Any = original, _label: str = label, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                spent[_label] += time.perf_counter() - start
+
+        setattr(cls, method, timed)
+    try:
+        for query in queries:
+            system.search(query)
+    finally:
+        for cls, method, original in originals:
+            setattr(cls, method, original)
+    out = {label: round(seconds / len(queries) * 1e3, 3) for label, seconds in spent.items()}
+    out["rest (fusion, orchestration)"] = round(
+        out["total"] - sum(v for k, v in out.items() if k != "total"), 3
+    )
+    return out
+
+
+def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
+    """Measure one system on the prepared data, in this (fresh) process."""
+    data, matrix, keys = load_prepared(workdir, peer=name in PEER_SYSTEMS)
+    embedding = TableEmbedding(keys, matrix, HashingEmbedding().embed_array, name=data["embedding"])
+    store, extra = data["store"], data["extra"][:adds]
+    warmup, queries = data["warmup"], data["queries"]
+    import_system(name)
+    rss = Rss()
+    scratch = Path(tempfile.mkdtemp(prefix=f"scale-{name}-"))
+    result: dict[str, Any] = {"system": name, "label": LABELS[name], "n": len(store)}
+    # Other work on the machine distorts every figure: keep the evidence with them.
+    result["load_average_start"] = round(os.getloadavg()[0], 2)
+    try:
+        gc.collect()
+        baseline = Rss.current_mb()
+        rss.reset_peak()
+
+        start = time.perf_counter()
+        system = build_system(name, embedding, scratch)
+        result["open_s"] = round(time.perf_counter() - start, 3)
+
+        embedding.seconds = 0.0
+        start = time.perf_counter()
+        system.ingest(store)
+        ingest_wall = time.perf_counter() - start
+        embed_seconds = embedding.seconds
+        # Work deferred to the first search (LlamaIndex builds its BM25 index there)
+        # belongs to the ingest: first search minus an immediate repeat of it.
+        first, _, _ = _timed_search(system, embedding, warmup[0])
+        again, _, _ = _timed_search(system, embedding, warmup[0])
+        settle = max(0.0, first - again) / 1e3
+        wasted = getattr(system, "failed_attempt_s", 0.0)
+        ingest_engine = ingest_wall - wasted - embed_seconds + settle
+        result["ingest"] = {
+            "calls": getattr(system, "ingest_calls", 1),
+            "failed_attempt_s": round(wasted, 3),
+            "wall_s": round(ingest_wall, 3),
+            "embedding_calls_s": round(embed_seconds, 3),
+            "first_search_settle_s": round(settle, 3),
+            "engine_s": round(ingest_engine, 3),
+            "rate_per_s": round(len(store) / ingest_engine, 1),
+            "peak_rss_mb": Rss.peak_mb(),
+        }
+        result["count_after_ingest"] = system.count()
+
+        for query in warmup:
+            system.search(query)
+            if system.filterable:
+                system.search(query, {"user": "user-00"})
+
+        # add one: the call, plus whatever the next search still has to do for it
+        add_ms, settle_ms, total_ms = [], [], []
+        found: dict[str, int] = {}
+        applicable: dict[str, int] = {}  # the tag leg: only memories that have tags
+        for memory in extra:
+            start = time.perf_counter()
+            system.add_one(memory)
+            add = (time.perf_counter() - start) * 1e3
+            first, _, _ = _timed_search(system, embedding, memory["text"])
+            again, _, _ = _timed_search(system, embedding, memory["text"])
+            settle = max(0.0, first - again)
+            add_ms.append(add)
+            settle_ms.append(settle)
+            total_ms.append(add + settle)
+            for leg, ok in system.found_by(memory).items():
+                found[leg] = found.get(leg, 0) + int(ok)
+                applicable[leg] = applicable.get(leg, 0) + 1
+        result["add_one_ms"] = percentiles(total_ms)
+        result["add_call_ms"] = percentiles(add_ms)
+        result["add_settle_ms"] = percentiles(settle_ms)
+        result["searchable_after_add"] = {leg: f"{c}/{applicable[leg]}" for leg, c in found.items()}
+
+        wall_ms, engine_ms = [], []
+        for query in queries:
+            wall, engine, _ = _timed_search(system, embedding, query)
+            wall_ms.append(wall)
+            engine_ms.append(engine)
+        result["search_ms"] = percentiles(engine_ms)
+        result["search_wall_ms"] = percentiles(wall_ms)
+        if isinstance(system, Ours):
+            result["search_stages_ms"] = search_stages(system, queries)
+        if system.filterable:
+            filtered = []
+            for i, query in enumerate(queries):
+                where = {"user": f"user-{i % FILTER_USERS:02d}"}
+                filtered.append(_timed_search(system, embedding, query, where)[1])
+            result["search_filtered_ms"] = percentiles(filtered)
+        result["count"] = system.count()
+        peak = Rss.peak_mb()
+        result["rss_mb"] = {
+            "baseline": baseline,
+            "peak": peak,
+            "growth": round(peak - baseline, 1),
+            "peak_reset_at_baseline": rss.resettable,
+        }
+        result["embedding_fallback_texts"] = embedding.fallback_texts
+        result["load_average_end"] = round(os.getloadavg()[0], 2)
+        system.close()
+        if name in (OURS_DISK, CHROMA_DISK, CHROMA_LAYOUT):
+            result["disk_mb"] = dir_mb(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def run_model_worker(
+    workdir: Path, batch_size: int | None, backend: str = "onnxruntime"
+) -> dict[str, Any]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
+    from hybrid_memory._settings import HybridMemorySettings
+
+    settings = HybridMemorySettings()
+    batch = batch_size or settings.embedding_batch_size
+    models: dict[int, MiniLMEmbedder | SentenceTransformerEmbedder] = {}
+
+    def new_model(size: int) -> MiniLMEmbedder | SentenceTransformerEmbedder:
+        if backend == "sentence-transformers":  # the backend before onnxruntime, same files
+            return SentenceTransformerEmbedder(batch_size=size)
+        return MiniLMEmbedder(size, settings.cache_dir)
+
+    data, matrix, keys = load_prepared(workdir, peer=False)
+    texts = [m["text"] for m in data["store"][:1024]]
+
+    def encode(batch_texts: list[str], size: int = batch) -> np.ndarray:
+        # One embedder per batch size (they share the cached graph), as the store runs it.
+        if size not in models:
+            models[size] = new_model(size)
+        return models[size].embed_matrix(batch_texts)
+
+    load_start = round(os.getloadavg()[0], 2)
+    encode(texts[:batch])  # warm-up (loads the model)
+    start = time.perf_counter()
+    encode(texts)
+    throughput = len(texts) / (time.perf_counter() - start)
+    single = []
+    for query in data["warmup"] + data["queries"][:50]:
+        start = time.perf_counter()
+        encode([query], 1)
+        single.append((time.perf_counter() - start) * 1e3)
+    result: dict[str, Any] = {
+        "model": settings.embedding_model,
+        "device": "cpu",
+        "backend": backend,
+        "batch_size": batch,
+        "texts": len(texts),
+        "mean_chars": round(statistics.fmean(len(t) for t in texts)),
+        "texts_per_s": round(throughput, 1),
+        "query_embed_ms": percentiles(single[5:]),
+        "load_average_start": load_start,
+        "load_average_end": round(os.getloadavg()[0], 2),
+    }
+
+    # End to end: the on-disk store at N, documents with the cheap vectors (same
+    # dimension, so the engine's cost is the same), every query embedded by the model.
+    if matrix.shape[1] != encode(["dimension"]).shape[1]:
+        result["end_to_end"] = "skipped: model dimension differs from the cheap embedding"
+        return result
+    embedding = TableEmbedding(
+        keys[: len(keys) - len(data["warmup"]) - len(data["queries"])],
+        matrix,
+        encode,
+        name=settings.embedding_model,
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="scale-model-"))
+    try:
+        system = Ours(embedding, scratch / "store")
+        system.ingest(data["store"])
+        for query in data["warmup"]:
+            system.search(query)
+        first, repeat = [], []
+        for query in data["queries"]:
+            start = time.perf_counter()
+            system.search(query)
+            first.append((time.perf_counter() - start) * 1e3)
+        embedded_before = embedding.fallback_texts
+        for query in data["queries"]:
+            start = time.perf_counter()
+            system.search(query)
+            repeat.append((time.perf_counter() - start) * 1e3)
+        repeat_embedded = embedding.fallback_texts - embedded_before
+        system.close()
+        result["end_to_end"] = {
+            "n": len(data["store"]),
+            "store": "disk",
+            "search_ms": percentiles(first),
+            "repeated_query_ms": percentiles(repeat),
+            # how many repeated queries reached the model (0: the query cache served all)
+            "repeated_queries_embedded": repeat_embedded,
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
