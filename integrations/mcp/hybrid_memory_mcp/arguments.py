@@ -40,6 +40,7 @@ SYNONYMS = {
     "memory_id": "id",
     "page_size": "limit",
     "skip": "offset",
+    "items": "memories",
 }
 _SHOWN_INPUT = 80  # characters of a refused value shown back
 
@@ -131,6 +132,9 @@ def explain(error: ValidationError, schema: Mapping[str, Any]) -> str:
             continue
         if failure["type"] == "missing":
             messages[path] = f"{path}: required, {describe(part)}"
+        elif failure["type"] in ("too_long", "too_short") and isinstance(failure["input"], list):
+            count = len(failure["input"])  # the count says it; the items would not
+            messages[path] = f"{path}: expected {describe(part)}, got {count} items"
         else:
             messages[path] = f"{path}: expected {describe(part)}, got {_shown(failure['input'])}"
     return "; ".join(messages.values()) or str(error)
