@@ -224,29 +224,25 @@ class MemoryTools:
         memory = self.memory
         items = [item.model_dump(exclude_none=True) for item in memories]
         with library_errors(), batch_positions(items):
-            chosen = [item["id"] for item in items if "id" in item]
             _refuse_repeated_ids(items)
-            existed = memory.existing(chosen) if upsert and chosen else set()
             started = time.time()
             ids = memory.add_many(items, upsert=upsert)
-            # A memory without an id is a duplicate when its id was returned earlier in
-            # this call, or (the first time) when it was created before the call began:
-            # one read for the whole batch, not one per memory.
-            first: dict[str, int] = {}
-            for position, (item, new_id) in enumerate(zip(items, ids, strict=True)):
-                if "id" not in item:
-                    first.setdefault(new_id, position)
-            created = {m.id: m.created_at for m in memory.get_many(list(first))}
-            results = []
-            for position, (item, new_id) in enumerate(zip(items, ids, strict=True)):
+            # One read for the whole batch, not one per memory: what was created before
+            # the call began is a stored memory found again (no id) or replaced (an id).
+            created = {m.id: m.created_at for m in memory.get_many(list(dict.fromkeys(ids)))}
+            older = {
+                i for i, when in created.items() if when is not None and when.timestamp() < started
+            }
+            results: list[StoreResult] = []
+            seen: set[str] = set()  # ids returned so far for memories without an id
+            for item, new_id in zip(items, ids, strict=True):
                 if "id" in item:
-                    results.append(
-                        StoreResult(id=new_id, duplicate=False, replaced=new_id in existed)
-                    )
+                    replaced = upsert and new_id in older
+                    results.append(StoreResult(id=new_id, duplicate=False, replaced=replaced))
                     continue
-                when = created[new_id]
-                older = when is not None and when.timestamp() < started
-                duplicate = first[new_id] < position or older
+                # Stored before, or by an earlier memory of this call with the same text.
+                duplicate = new_id in older or new_id in seen
+                seen.add(new_id)
                 results.append(StoreResult(id=new_id, duplicate=duplicate, replaced=False))
             return StoreManyResult(memories=results, written=sum(not r.duplicate for r in results))
 

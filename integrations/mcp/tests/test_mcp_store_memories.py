@@ -142,6 +142,11 @@ async def test_ids_and_upsert(store: HybridMemory) -> None:
             text = await refused(client, "store_memories", {"memories": twice, "upsert": upsert})
             assert "memories[2].id" in text and "memories[0].id" in text, text
         assert store.existing(["x"]) == set()
+        # A bad id is named by its position with upsert too.
+        bad_id = [{"text": "fine", "id": "fine"}, {"text": "empty id", "id": ""}]
+        text = await refused(client, "store_memories", {"memories": bad_id, "upsert": True})
+        assert "memories[1].id: expected a non-empty string" in text, text
+        assert store.existing(["fine"]) == set()
     assert store.count() == 2
 
 
