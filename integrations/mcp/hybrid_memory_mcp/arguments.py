@@ -6,7 +6,10 @@ calls with pydantic, but it ignores unknown arguments (an LLM that writes ``limi
 text and a link. :class:`StrictTool` closes both gaps: the schema says
 ``additionalProperties: false``, an unknown argument is refused naming it and the
 allowed ones, and a wrong value is answered in the library's words, naming the field
-and what it accepts, as read from the schema the client was shown.
+and what it accepts, as read from the schema the client was shown. Fields inside a list
+of objects are named by position (``memories[3].tags``), and an object's unknown field is
+refused like an unknown argument. Object types are written out in place rather than
+referenced (``$ref``), so the schema a client reads is self-contained.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ SYNONYMS = {
     "memory_id": "id",
     "page_size": "limit",
     "skip": "offset",
+    "items": "memories",
 }
 _SHOWN_INPUT = 80  # characters of a refused value shown back
 
@@ -63,6 +67,7 @@ class StrictTool(Tool):
             annotations=annotations,
         )
         assert isinstance(tool, StrictTool)
+        tool.parameters = _inlined(tool.parameters)
         tool.parameters["additionalProperties"] = False
         for field, limits in (bounds or {}).items():
             _numeric_part(tool.parameters["properties"][field]).update(limits)
@@ -99,7 +104,7 @@ class StrictTool(Tool):
 
 def explain(error: ValidationError, schema: Mapping[str, Any]) -> str:
     """The validation failures as ``field: expected <what the schema allows>, got <value>``,
-    one per field."""
+    one per field; a field inside a list of objects is named ``memories[3].tags``."""
     properties = schema.get("properties", {})
     messages: dict[str, str] = {}
     for failure in error.errors(include_url=False):
@@ -110,17 +115,35 @@ def explain(error: ValidationError, schema: Mapping[str, Any]) -> str:
         part: Mapping[str, Any] = properties.get(field, {})
         path = field
         for step in location[1:]:
-            if not isinstance(step, int):
-                break  # a union member's name (str, int, ...): the field as a whole
-            path += f"[{step}]"  # an item of a list
-            part = _items(part)
+            if isinstance(step, int):
+                path += f"[{step}]"  # an item of a list
+                part = _items(part)
+                continue
+            inner = _object(part).get("properties", {})
+            if step not in inner:
+                break  # a union member's name (str, int, ...) or an unknown field
+            path += f".{step}"  # a field of an object
+            part = inner[step]
+        if failure["type"] == "extra_forbidden":
+            name = str(location[-1])
+            messages[f"{path}.{name}"] = _unknown_field(path, name, _object(part))
+            continue
         if path in messages or field in messages:
             continue
         if failure["type"] == "missing":
             messages[path] = f"{path}: required, {describe(part)}"
+        elif failure["type"] in ("too_long", "too_short") and isinstance(failure["input"], list):
+            count = len(failure["input"])  # the count says it; the items would not
+            messages[path] = f"{path}: expected {describe(part)}, got {count} items"
         else:
             messages[path] = f"{path}: expected {describe(part)}, got {_shown(failure['input'])}"
     return "; ".join(messages.values()) or str(error)
+
+
+def _unknown_field(path: str, name: str, schema: Mapping[str, Any]) -> str:
+    allowed = list(schema.get("properties", {}))
+    hint = f" (for {name!r} use {SYNONYMS[name]!r})" if SYNONYMS.get(name) in allowed else ""
+    return f"{path}: unknown field {name!r}{hint}; it takes only: {', '.join(allowed)}"
 
 
 def describe(schema: Mapping[str, Any]) -> str:
@@ -139,7 +162,7 @@ def describe(schema: Mapping[str, Any]) -> str:
     if kind == "null":
         return "null"
     if kind == "array":
-        return f"a list of {_plural(describe(schema.get('items', {})))}"
+        return f"a list of {_count(schema)}{_plural(describe(schema.get('items', {})))}"
     if kind == "object":
         return "an object"
     return "a value"
@@ -158,6 +181,12 @@ def _range(schema: Mapping[str, Any]) -> str:
     if high is not None:
         return f" of at most {_num(high)}"
     return ""
+
+
+def _count(schema: Mapping[str, Any]) -> str:
+    """``1..1000 `` for a list with both bounds, else nothing."""
+    low, high = schema.get("minItems"), schema.get("maxItems")
+    return f"{low}..{high} " if low is not None and high is not None else ""
 
 
 def _num(value: float) -> str:
@@ -179,6 +208,35 @@ def _items(schema: Mapping[str, Any]) -> Mapping[str, Any]:
         if "items" in option:
             return option["items"]
     return {}
+
+
+def _object(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object member of a field's schema (``anyOf`` with null, or itself)."""
+    for option in schema.get("anyOf", ()):
+        if "properties" in option:
+            return option
+    return schema
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every ``{"$ref": "#/$defs/Name"}`` replaced by that definition
+    (pydantic's output for a model inside a list), and no ``$defs`` left. The tools'
+    models do not refer to themselves, so the result is finite."""
+    definitions = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                siblings = {k: v for k, v in node.items() if k != "$ref"}
+                return resolve({**definitions[ref.removeprefix("#/$defs/")], **siblings})
+            return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
 
 
 def _numeric_part(schema: dict[str, Any]) -> dict[str, Any]:

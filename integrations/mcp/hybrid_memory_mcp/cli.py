@@ -28,9 +28,10 @@ def build_parser(prog: str = "hybrid-memory mcp") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Serve a hybrid-memory store to MCP clients (tools: store_memory, "
-        "search_memory, get_related, get_memory, list_memories, update_memory, delete_memory, "
-        "list_tags, memory_stats). The store is set by HYBRID_MEMORY_PATH / HYBRID_MEMORY_URL / "
-        "HYBRID_MEMORY_COLLECTION; every option below also reads HYBRID_MEMORY_MCP_<NAME>.",
+        "store_memories, search_memory, get_related, get_memory, list_memories, "
+        "update_memory, delete_memory, list_tags, memory_stats). The store is set by "
+        "HYBRID_MEMORY_PATH / HYBRID_MEMORY_URL / HYBRID_MEMORY_COLLECTION; every option "
+        "below also reads HYBRID_MEMORY_MCP_<NAME>.",
     )
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], help="default: stdio")
     parser.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")

@@ -17,6 +17,7 @@ __all__ = [
     "MemoryStats",
     "SearchHit",
     "SearchResponse",
+    "StoreManyResult",
     "StoreResult",
     "TagList",
 ]
@@ -99,7 +100,7 @@ class SearchResponse(BaseModel):
 
 
 class StoreResult(BaseModel):
-    """What store_memory did."""
+    """What store_memory did (or store_memories did with one of its memories)."""
 
     id: str = Field(description="The memory's id (the existing one when duplicate).")
     duplicate: bool = Field(
@@ -107,6 +108,17 @@ class StoreResult(BaseModel):
         "(no id given): nothing new was written and id is the existing memory's."
     )
     replaced: bool = Field(description="True when upsert replaced a memory with this id.")
+
+
+class StoreManyResult(BaseModel):
+    """What store_memories did."""
+
+    memories: list[StoreResult] = Field(
+        description="One result per memory given, in the same order: its id, duplicate, replaced."
+    )
+    written: int = Field(
+        description="How many memories were written (new or replaced): those not duplicate."
+    )
 
 
 class DeleteResult(BaseModel):

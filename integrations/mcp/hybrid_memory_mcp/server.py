@@ -37,6 +37,7 @@ from hybrid_memory_mcp.models import (
     MemoryStats,
     SearchHit,
     SearchResponse,
+    StoreManyResult,
     StoreResult,
     TagList,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "MemoryStats",
     "SearchHit",
     "SearchResponse",
+    "StoreManyResult",
     "StoreResult",
     "TagList",
     "create_server",
@@ -58,15 +60,17 @@ __all__ = [
 SERVER_NAME = "hybrid-memory"
 INSTRUCTIONS = (
     "Long-term memory. Save facts worth remembering with store_memory (short texts, with "
-    "tags and metadata such as user or topic); recall with search_memory before answering "
-    "questions that may depend on earlier conversations; browse with list_memories. Filters "
-    "use Chroma's where syntax over metadata, plus the fields tags, created_at and updated_at."
+    "tags and metadata such as user or topic), several at once with store_memories; recall "
+    "with search_memory before answering questions that may depend on earlier "
+    "conversations; browse with list_memories. Filters use Chroma's where syntax over "
+    "metadata, plus the fields tags, created_at and updated_at."
 )
 
 # Each tool: its title and what it does to the store (the MCP tool annotations).
 _READ = ToolAnnotations(read_only_hint=True)
 TOOLS: dict[str, tuple[str, ToolAnnotations]] = {
     "store_memory": ("Store a memory", ToolAnnotations(destructive_hint=False)),
+    "store_memories": ("Store many memories", ToolAnnotations(destructive_hint=False)),
     "search_memory": ("Search memory", _READ),
     "get_related": ("Related memories", _READ),
     "get_memory": ("Get a memory", _READ),

@@ -15,15 +15,16 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, Strict
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from hybrid_memory import HybridMemory, HybridMemoryError, InvalidInputError
+from hybrid_memory import DuplicateIdError, HybridMemory, HybridMemoryError, InvalidInputError
 from hybrid_memory_mcp.models import (
     DeleteResult,
     MemoryPage,
     MemoryRecord,
     MemoryStats,
     SearchResponse,
+    StoreManyResult,
     StoreResult,
     TagList,
 )
@@ -43,6 +44,11 @@ TIME_HELP = (
 )
 PREVIEW = 20  # memories a dry-run delete shows
 PAGE_LIMIT = 100  # the largest page list_memories returns
+# The most memories one store_memories call takes. A call is embedded and written before
+# it answers: 1,000 short texts take seconds on a CPU, well within a client's request
+# timeout, and fit the HTTP transport's 1 MiB body at about 1 KB a memory; more go in
+# several calls.
+BATCH_LIMIT = 1000
 
 Text = Annotated[str, Field(description="The memory text: a short, self-contained fact.")]
 Tags = Annotated[
@@ -57,6 +63,13 @@ Metadata = Annotated[
     ),
 ]
 MemoryId = Annotated[str, Field(description="The memory's id.")]
+OwnId = Annotated[
+    str | None,
+    Field(
+        description="Your own id for it; default: a new id (and a text already stored is "
+        "not stored twice)."
+    ),
+]
 Filter = Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)]
 # The maximum is the store's max_k, added to the schema when the server is built.
 K = Annotated[int | None, Field(ge=1, description="How many hits; default 5.")]
@@ -101,6 +114,17 @@ TagMode = Annotated[
     Literal["any", "all"],
     Field(description="With with_tags: 'any' (at least one of them, default) or 'all'."),
 ]
+
+
+class MemoryItem(BaseModel):
+    """One memory of a store_memories call: store_memory's fields, and no others."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: Text
+    tags: Tags = None
+    metadata: Metadata = None
+    id: OwnId = None
 
 
 @contextmanager
@@ -150,13 +174,7 @@ class MemoryTools:
         text: Text,
         tags: Tags = None,
         metadata: Metadata = None,
-        id: Annotated[
-            str | None,
-            Field(
-                description="Your own id for it; default: a new id (and a text already "
-                "stored is not stored twice)."
-            ),
-        ] = None,
+        id: OwnId = None,
         upsert: Annotated[
             Flag, Field(description="With an id that exists: replace that memory.")
         ] = False,
@@ -179,6 +197,54 @@ class MemoryTools:
             created = memory.get(new_id).created_at
             duplicate = created is not None and created.timestamp() < started
             return StoreResult(id=new_id, duplicate=duplicate, replaced=False)
+
+    def store_memories(
+        self,
+        memories: Annotated[
+            list[MemoryItem],
+            Field(
+                min_length=1,
+                max_length=BATCH_LIMIT,
+                description="The memories, 1 to 1,000 (each: text, and optionally tags, "
+                "metadata, id, as for store_memory). More go in several calls: each call "
+                "is embedded before it answers, and 1,000 short texts already take seconds.",
+            ),
+        ],
+        upsert: Annotated[
+            Flag, Field(description="Memories whose id exists replace those memories.")
+        ] = False,
+    ) -> StoreManyResult:
+        """Store many memories in one call (one write: faster than store_memory each).
+
+        Everything is checked first: one bad memory stores none and is named by position
+        (memories[3].tags). Returns, in order, each memory's id, duplicate (its text was
+        already stored with the same metadata, or given earlier in this call, without an
+        id: the existing id is returned and nothing new written) and replaced.
+        """
+        memory = self.memory
+        items = [item.model_dump(exclude_none=True) for item in memories]
+        with library_errors(), batch_positions(items):
+            _refuse_repeated_ids(items)
+            started = time.time()
+            ids = memory.add_many(items, upsert=upsert)
+            # One read for the whole batch, not one per memory: what was created before
+            # the call began is a stored memory found again (no id) or replaced (an id).
+            created = {m.id: m.created_at for m in memory.get_many(list(dict.fromkeys(ids)))}
+            older = {
+                i for i, when in created.items() if when is not None and when.timestamp() < started
+            }
+            results: list[StoreResult] = []
+            seen: set[str] = set()  # ids returned so far for memories without an id
+            for item, new_id in zip(items, ids, strict=True):
+                if "id" in item:
+                    replaced = upsert and new_id in older
+                    results.append(StoreResult(id=new_id, duplicate=False, replaced=replaced))
+                    continue
+                # Stored before, or by an earlier memory of this call with the same text.
+                duplicate = new_id in older or new_id in seen
+                seen.add(new_id)
+                results.append(StoreResult(id=new_id, duplicate=duplicate, replaced=False))
+            return StoreManyResult(memories=results, written=sum(not r.duplicate for r in results))
 
     def update_memory(
         self,
@@ -346,6 +412,44 @@ class MemoryTools:
         and the state of its keyword index."""
         with library_errors():
             return MemoryStats.of(self.memory.stats(), self.memory.tags(), self.namespace)
+
+
+@contextmanager
+def batch_positions(items: list[dict[str, Any]]) -> Iterator[None]:
+    """The library names a bad memory of ``add_many`` ``items[3].tags``: here it is
+    ``memories[3].tags``, and an id that exists is named by its position too."""
+    try:
+        yield
+    except DuplicateIdError as exc:
+        position = next(i for i, item in enumerate(items) if item.get("id") == exc.memory_id)
+        raise InvalidInputError(
+            f"memories[{position}].id",
+            f"a memory with id {exc.memory_id!r} already exists; pass upsert=true to replace "
+            "it (nothing was stored)",
+        ) from exc
+    except InvalidInputError as exc:
+        if not exc.field.startswith("items["):
+            raise
+        field = "memories" + exc.field.removeprefix("items")
+        reason = str(exc).removeprefix(f"{exc.field}: ")
+        raise InvalidInputError(field, f"{reason} (nothing was stored)") from exc
+
+
+def _refuse_repeated_ids(items: list[dict[str, Any]]) -> None:
+    """One id twice in one call is refused, with upsert too (where the last would
+    silently win): it names both positions."""
+    seen: dict[str, int] = {}
+    for position, item in enumerate(items):
+        memory_id = item.get("id")
+        if memory_id is None:
+            continue
+        if memory_id in seen:
+            raise InvalidInputError(
+                f"memories[{position}].id",
+                f"id {memory_id!r} is also memories[{seen[memory_id]}].id; give each id "
+                "once per call (nothing was stored)",
+            )
+        seen[memory_id] = position
 
 
 def _preview(matched: int, memories: list[Any]) -> DeleteResult:

@@ -91,6 +91,28 @@ async def test_every_schema_is_closed_bounded_and_described(store: HybridMemory)
     assert tools["get_related"].input_schema["properties"]["k"]["anyOf"][0]["maximum"] == 100
 
 
+async def test_store_memories_takes_a_bounded_list_of_closed_objects(store: HybridMemory) -> None:
+    async with Client(create_server(store)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    schema = tools["store_memories"].input_schema
+    assert schema["required"] == ["memories"] and set(schema["properties"]) == {
+        "memories",
+        "upsert",
+    }
+    memories = schema["properties"]["memories"]
+    assert (memories["type"], memories["minItems"], memories["maxItems"]) == ("array", 1, 1000)
+    assert "1,000" in memories["description"] and "several calls" in memories["description"]
+    item = memories["items"]
+    # Written out in place, closed, and the same fields (and descriptions) as store_memory.
+    assert "$defs" not in json.dumps(schema) and "$ref" not in json.dumps(schema)
+    assert item["type"] == "object" and item["additionalProperties"] is False
+    assert item["required"] == ["text"]
+    single = tools["store_memory"].input_schema["properties"]
+    assert item["properties"] == {name: single[name] for name in ("text", "tags", "metadata", "id")}
+    assert tools["store_memories"].annotations.destructive_hint is False
+    assert set(tools["store_memories"].output_schema["properties"]) == {"memories", "written"}
+
+
 # --- unknown arguments and wrong types -------------------------------------------------
 
 
@@ -103,6 +125,18 @@ async def test_every_schema_is_closed_bounded_and_described(store: HybridMemory)
         ("list_tags", {"verbose": True}, "'verbose'", "list_tags takes only: no arguments"),
         ("list_memories", {"page_size": 5}, "'page_size'", "for 'page_size' use 'limit'"),
         ("get_memory", {"id": "n01", "x": 1, "y": 2}, "'x', 'y'", "takes only: id"),
+        (
+            "store_memories",
+            {"items": [{"text": "x"}]},
+            "'items'",
+            "(for 'items' use 'memories'); store_memories takes only: memories, upsert",
+        ),
+        (
+            "store_memories",
+            {"memories": [{"text": "x"}], "dedupe": False},
+            "'dedupe'",
+            "store_memories takes only: memories, upsert",
+        ),
     ],
 )
 async def test_an_unknown_argument_is_refused_by_name(
@@ -139,6 +173,28 @@ WRONG_TYPES: list[tuple[str, dict[str, Any], str]] = [
     ("store_memory", {"text": "x", "upsert": "yes"}, "upsert: expected true or false"),
     ("store_memory", {"text": "x", "metadata": [1]}, "metadata: expected an object or null"),
     ("store_memory", {}, "text: required, a string"),
+    ("store_memories", {}, "memories: required, a list of 1..1000 objects"),
+    (
+        "store_memories",
+        {"memories": []},
+        "memories: expected a list of 1..1000 objects, got 0 items",
+    ),
+    (
+        "store_memories",
+        {"memories": [{"text": f"note {i}"} for i in range(1001)]},
+        "memories: expected a list of 1..1000 objects, got 1001 items",
+    ),
+    ("store_memories", {"memories": {"text": "x"}}, "memories: expected a list of 1..1000"),
+    (
+        "store_memories",
+        {"memories": [{"text": "x"}, {"text": "y", "tags": "z"}]},
+        "memories[1].tags: expected a list of strings or null, got 'z'",
+    ),
+    (
+        "store_memories",
+        {"memories": [{"text": "x"}], "upsert": "yes"},
+        "upsert: expected true or false",
+    ),
     ("get_memory", {"id": 5}, "id: expected a string, got 5"),
     ("delete_memory", {"ids": "n01"}, "ids: expected a list of strings or null"),
     (

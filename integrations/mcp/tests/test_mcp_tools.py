@@ -18,6 +18,7 @@ from hybrid_memory import HybridMemory
 
 TOOLS = {
     "store_memory",
+    "store_memories",
     "search_memory",
     "get_related",
     "get_memory",
