@@ -129,11 +129,10 @@ class Writer:
         chosen = [(i, p) for i, p in to_write.items() if memories.ids[p] is not None]
         step = self._collection.max_batch()
         now = now_timestamp()
-        with self._sync.writing():
-            for operation, part in (("add", generated), ("upsert", chosen)):
-                for start in range(0, len(part), step):
-                    batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
-                    self._write_records(operation, batch, existing, now)
+        for operation, part in (("add", generated), ("upsert", chosen)):
+            for start in range(0, len(part), step):
+                batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
+                self._write_records(operation, batch, existing, now)
 
     def _write_records(
         self,
@@ -159,8 +158,11 @@ class Writer:
                 removed_tags.extend(
                     t for t in stored_tags(before.get(TAGS_KEY)) if t not in row.tags
                 )
-        self._write_batch(operation, rows, vectors, metadatas)
-        self._note_tags([row.tags for row in rows], removed_tags)
+        # Marked as a write only now, not while embedding (which can take minutes): a
+        # background check that finds nothing to do never waits for the model.
+        with self._sync.writing():
+            self._write_batch(operation, rows, vectors, metadatas)
+            self._note_tags([row.tags for row in rows], removed_tags)
 
     def _write_batch(
         self,
