@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_memory_mcp import MCPServerSettings, build_http_app, create_server
+from mcp import Client
 
 from hybrid_memory import HybridMemory
 
@@ -99,3 +100,18 @@ def http_server(memory: HybridMemory, **settings: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> Any:
+    """A tool's structured result, which must not be an error."""
+    result = await client.call_tool(tool, arguments or {})
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
+    """The text of a tool's refusal, which must be an error without structured content."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    assert result.structured_content is None
+    return result.content[0].text  # type: ignore[union-attr]

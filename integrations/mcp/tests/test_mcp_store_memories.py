@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _mcp_test_support import open_store
+from _mcp_test_support import call, open_store, refused
 from hybrid_memory_mcp import MCPServerSettings, create_server
 from mcp import Client
 
@@ -28,17 +28,6 @@ BATCH = [
 ]
 
 
-async def call(client: Client, tool: str, arguments: dict[str, Any]) -> Any:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    assert result.structured_content is None
-    return result.content[0].text  # type: ignore[union-attr]
 
 
 @pytest.fixture

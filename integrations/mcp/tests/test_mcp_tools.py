@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _mcp_test_support import open_store
+from _mcp_test_support import call, open_store, refused
 from hybrid_memory_mcp import MCPServerSettings, create_server, migrate_prefixed_namespace
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -30,17 +30,6 @@ TOOLS = {
 }
 
 
-async def call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> Any:
-    result = await client.call_tool(tool, arguments or {})
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    assert result.structured_content is None
-    return result.content[0].text  # type: ignore[union-attr]
 
 
 @pytest.fixture
