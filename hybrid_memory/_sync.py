@@ -38,6 +38,11 @@ log = logging.getLogger("hybrid_memory")
 _CLOCK_SLACK = 300.0
 # A read of the collection's ids counts as taken this long before it started.
 _SNAPSHOT_SLACK = 1.0
+# The periodic check asks Chroma for a count and a filtered read, which take time in
+# proportion to the collection (40 ms at 100,000 memories, ~0.4 s at a million, on this
+# project's 2-core machine): it is due no sooner than this many times its own last
+# duration, so that it never takes more than 1/20 of the process's time.
+_CHECK_SHARE = 20.0
 
 
 class IndexSync:
@@ -63,6 +68,7 @@ class IndexSync:
         self._lock = lock
         self._pool = pool
         self.last_check = -math.inf  # monotonic clock
+        self.check_seconds = 0.0  # how long the last check took (see _CHECK_SHARE)
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
@@ -193,6 +199,7 @@ class IndexSync:
         """See :meth:`HybridMemory.sync`."""
         self.wait_warm()
         with self._lock:
+            clock = time.perf_counter()
             index, collection = self._index, self._collection
             changed = False
             if index.get_state("collection_id") != collection.id:
@@ -206,16 +213,20 @@ class IndexSync:
                 changed = True
             if full or reconcile or index.count() != collection.count():
                 changed = self._reconcile() or changed
+            elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
+                self.check_seconds = time.perf_counter() - clock
             self.last_check = time.monotonic()
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
 
     def maybe_sync(self, interval: float) -> None:
-        """The periodic check: due every ``interval`` seconds, run in the background
-        unless the index may be far behind (no check started for two intervals) or
-        the interval is 0."""
+        """The periodic check: due every ``interval`` seconds (or 20 times as long as the
+        last check took, if longer), run in the background unless the index may be far
+        behind (no check started for two of those) or the interval is 0."""
         now = time.monotonic()
         since = now - self.last_check
+        if interval:
+            interval = max(interval, _CHECK_SHARE * self.check_seconds)
         if since < interval or self.warming():
             return
         if interval == 0 or since >= 2 * interval:
@@ -235,7 +246,10 @@ class IndexSync:
             if self.closed:
                 return
             writes = self._writes
+            clock = time.perf_counter()
             behind = writes % 2 == 0 and self._behind()
+            if writes % 2 == 0:
+                self.check_seconds = time.perf_counter() - clock
             if writes % 2 or self._writes != writes:
                 # This process wrote meanwhile, between the collection and the index:
                 # the answer may be wrong either way. Ask again at the next call.

@@ -59,6 +59,15 @@ class SyncInternals:
         return float(self.sync.last_check)
 
     @property
+    def check_seconds(self) -> float:
+        """How long the last check took, which stretches the interval (20 times it)."""
+        return float(self.sync.check_seconds)
+
+    @check_seconds.setter
+    def check_seconds(self, seconds: float) -> None:
+        self.sync.check_seconds = seconds
+
+    @property
     def running(self) -> bool:
         """A check is in flight."""
         return bool(self.sync._checking.locked())
@@ -137,6 +146,27 @@ def test_a_due_check_runs_in_the_background(stores: tuple[HybridMemory, HybridMe
     assert found(reader, "gate opens") == ["gate"]
     assert reader.tags() == ["gate"]
     assert len(threads) == 1 and threads[0] != "MainThread"
+
+
+def test_a_check_that_takes_long_comes_less_often(
+    stores: tuple[HybridMemory, HybridMemory],
+) -> None:
+    """On a large collection the check itself takes long (Chroma counts and filters the
+    whole collection: ~0.4 s at a million memories), so its interval stretches to 20
+    times its last duration: it never takes more than a twentieth of the time."""
+    reader, other = stores
+    internals = SyncInternals(reader)
+    other.add("the gate opens at nine", id="gate")
+    internals.check_seconds = INTERVAL / 10  # due every 20 x 6 s = 2 intervals
+    internals.make_due(1.5)  # due by the interval alone
+    reader.search("anything at all")
+    assert not internals.running
+    assert "gate" not in index_ids(reader)
+    internals.make_due(2.5)  # due by the check's cost too, not yet overdue
+    reader.search("anything at all")
+    wait_for(lambda: "gate" in index_ids(reader))
+    # The check measured itself: a small store checks in far less than 6 s.
+    assert 0.0 < internals.check_seconds < INTERVAL / 10
 
 
 def test_after_an_idle_spell_the_caller_checks_first(
