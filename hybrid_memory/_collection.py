@@ -20,6 +20,7 @@ from hybrid_memory._errors import (
 from hybrid_memory._ownership import acquire
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._write_marker import WriteMarker
 
 # Collection-level metadata recording how the collection was built.
 EMBEDDING_META = "hm:embedding"
@@ -56,6 +57,7 @@ class ChromaCollection:
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
         self._ownership = acquire(path) if path else None
+        self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
             self.client = self._ownership.client
@@ -275,9 +277,17 @@ class ChromaCollection:
                 self._collection.delete(ids=ids)
             self.client.delete_collection(self.name)
 
+    def write_marker(self) -> int | None:
+        """A value that changes whenever anyone commits a write to this embedded store
+        (:class:`~hybrid_memory._write_marker.WriteMarker`); None when it cannot tell
+        (a server, a client the caller made, an in-memory store)."""
+        return None if self._writes is None else self._writes.read()
+
     def close(self) -> None:
         """Give this store's share of an embedded path back: the last store of this
         process on it closes Chroma's files and lets another process own the path."""
+        if self._writes is not None:
+            self._writes.close()
         ownership, self._ownership = self._ownership, None
         if ownership is not None:
             ownership.release()

@@ -225,7 +225,9 @@ class HybridMemorySettings(BaseSettings):
         description="Seconds between checks of the collection for writes made by other "
         "processes (shared or server stores). The check runs in the background, so those "
         "writes become visible within about this long; a call after the store sat unused "
-        "for two intervals checks first, and 0 makes every call check first.",
+        "for two intervals checks first, and 0 makes every call check first. A check "
+        "waits at least 20 times as long as the last one took (Chroma's count grows with "
+        "the collection), and an embedded store skips it while nobody wrote to its path.",
     )
 
     # --- limits and token budget ----------------------------------------------------

@@ -69,6 +69,9 @@ class IndexSync:
         self._pool = pool
         self.last_check = -math.inf  # monotonic clock
         self.check_seconds = 0.0  # how long the last check took (see _CHECK_SHARE)
+        # The collection's write marker when a check last found the index in step: while
+        # it reads the same, nobody wrote since, and a check has nothing to find.
+        self._in_step_at: int | None = None
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
@@ -201,6 +204,7 @@ class IndexSync:
         with self._lock:
             clock = time.perf_counter()
             index, collection = self._index, self._collection
+            marker = collection.write_marker()  # before the reads: a write after it shows
             changed = False
             if index.get_state("collection_id") != collection.id:
                 index.clear()
@@ -215,6 +219,7 @@ class IndexSync:
                 changed = self._reconcile() or changed
             elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
                 self.check_seconds = time.perf_counter() - clock
+                self._in_step_at = marker
             self.last_check = time.monotonic()
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
@@ -228,6 +233,9 @@ class IndexSync:
         if interval:
             interval = max(interval, _CHECK_SHARE * self.check_seconds)
         if since < interval or self.warming():
+            return
+        if interval and self._nothing_written():
+            self.last_check = now
             return
         if interval == 0 or since >= 2 * interval:
             self.rebuilding_on_damage(self.sync)
@@ -246,6 +254,7 @@ class IndexSync:
             if self.closed:
                 return
             writes = self._writes
+            marker = self._collection.write_marker()  # before: a write after it shows
             clock = time.perf_counter()
             behind = writes % 2 == 0 and self._behind()
             if writes % 2 == 0:
@@ -257,6 +266,8 @@ class IndexSync:
                     self.last_check = previous
             elif behind:
                 self.rebuilding_on_damage(self.sync)
+            else:
+                self._in_step_at = marker
         except Exception:
             # Chroma unreachable, say: the next call starts another check, and once no
             # check succeeded for two intervals, calls check themselves and raise.
@@ -264,6 +275,13 @@ class IndexSync:
                 self.last_check = previous
         finally:
             self._checking.release()
+
+    def _nothing_written(self) -> bool:
+        """Whether nobody (this process included) wrote to the collection since a check
+        last found the index in step with it, as its write marker tells (which only an
+        embedded store has)."""
+        marker = self._in_step_at
+        return marker is not None and self._collection.write_marker() == marker
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:

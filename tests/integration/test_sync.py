@@ -169,6 +169,37 @@ def test_a_check_that_takes_long_comes_less_often(
     assert 0.0 < internals.check_seconds < INTERVAL / 10
 
 
+def test_no_check_while_nobody_wrote(stores: tuple[HybridMemory, HybridMemory]) -> None:
+    """Once a check found the index in step, the next ones ask Chroma nothing until
+    somebody writes to the path (its SQLite file's data_version tells, in microseconds),
+    due or overdue; the first write by another process is caught up as before."""
+    reader, other = stores
+    internals = SyncInternals(reader)
+    reader.sync()  # in step now
+    threads = record_sync_threads(reader)
+    checks: list[str] = []
+
+    def counting(check: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: Any) -> None:
+            checks.append("check")
+            check(*args)
+
+        return run
+
+    internals.wrap_check(counting)
+    for intervals in (1.5, 2.5):  # due, then overdue
+        internals.make_due(intervals)
+        reader.search("anything at all")
+        assert time.monotonic() - internals.last < INTERVAL  # counted as checked
+    assert not internals.running
+    assert checks == [] and threads == []
+    other.add("the gate opens at nine", id="gate")
+    internals.make_due(1.5)
+    reader.search("anything at all")
+    wait_for(lambda: "gate" in index_ids(reader))
+    assert checks == ["check"]
+
+
 def test_after_an_idle_spell_the_caller_checks_first(
     stores: tuple[HybridMemory, HybridMemory],
 ) -> None:
