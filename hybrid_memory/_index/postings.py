@@ -37,6 +37,13 @@ B = 0.75
 MIN_IDF = 1e-6  # FTS5's floor for terms in half or more of the rows
 
 IntArray = npt.NDArray[np.int64]
+# Row ids in the postings are 32-bit: a posting is then 8 bytes (row id, tf) instead of
+# 12, a third less memory for the largest structure of the index (43 million postings
+# at a million memories: 344 MB instead of 516). The per-row arrays (lengths, live
+# mask), indexed by row id, already keep row ids far below this bound in practice.
+_ROW = np.int32
+_ROW_CODE = "i"
+_MAX_ROW = int(np.iinfo(_ROW).max)
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -136,6 +143,8 @@ class Postings:
             return
         if int(rows[0]) <= self.high:
             raise ValueError(f"row ids must grow: got {int(rows[0])}, already have {self.high}")
+        if int(rows[-1]) > _MAX_ROW:
+            raise ValueError(f"row id {int(rows[-1])} is above the postings' {_MAX_ROW}")
         terms = tokens.terms
         term_of, doc, tf = term_frequencies(tokens.sizes, tokens.docs)
         position = np.searchsorted(rows, doc)
@@ -151,7 +160,7 @@ class Postings:
         self._live_tokens += float(lengths.sum())
         self.high = int(rows[-1])
         bounds = np.searchsorted(term_of, np.arange(len(terms) + 1))
-        doc_bytes = doc.tobytes()
+        doc_bytes = doc.astype(_ROW).tobytes()
         tf_bytes = tf.astype(np.float32).tobytes()
         for t, term in enumerate(terms):
             a, b = int(bounds[t]), int(bounds[t + 1])
@@ -159,9 +168,9 @@ class Postings:
                 continue
             found = self._rowids.get(term)
             if found is None:
-                found = self._rowids[term] = array("q")
+                found = self._rowids[term] = array(_ROW_CODE)
                 self._tfs[term] = array("f")
-            found.frombytes(doc_bytes[8 * a : 8 * b])
+            found.frombytes(doc_bytes[4 * a : 4 * b])
             self._tfs[term].frombytes(tf_bytes[4 * a : 4 * b])
 
     def remove(self, rowids: Iterable[int]) -> int:
@@ -183,7 +192,7 @@ class Postings:
     def compact(self) -> None:
         """Drop the postings of removed rows."""
         for term in list(self._rowids):
-            ids = np.frombuffer(self._rowids[term], dtype=np.int64)
+            ids = np.frombuffer(self._rowids[term], dtype=_ROW)
             keep = self._live[ids]
             if keep.all():
                 continue
@@ -191,7 +200,7 @@ class Postings:
                 del self._rowids[term], self._tfs[term]
                 continue
             tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
-            self._rowids[term] = array("q", ids[keep].tobytes())
+            self._rowids[term] = array(_ROW_CODE, ids[keep].tobytes())
             self._tfs[term] = array("f", tfs[keep].tobytes())
         self._dead = 0
 
@@ -219,13 +228,13 @@ class Postings:
         if not self._live_count or not terms:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         avgdl = self._live_tokens / self._live_count
-        parts_rows: list[IntArray] = []
+        parts_rows: list[npt.NDArray[np.int32]] = []
         parts_scores: list[FloatArray] = []
         for term in terms:
             found = self._rowids.get(term)
             if found is None:
                 continue
-            rows = np.frombuffer(found, dtype=np.int64)
+            rows = np.frombuffer(found, dtype=_ROW)
             tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
             if self._dead:
                 keep = self._live[rows]
@@ -259,7 +268,7 @@ class Postings:
             found = self._rowids.get(term)
             if found is None:
                 return rows[:0]
-            having = np.frombuffer(found, dtype=np.int64)
+            having = np.frombuffer(found, dtype=_ROW)
             at = np.searchsorted(having, rows).clip(max=len(having) - 1)
             rows = rows[having[at] == rows]
         return rows

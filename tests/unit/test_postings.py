@@ -378,3 +378,13 @@ def test_holding_every_is_the_memories_whose_text_has_every_word(index: KeywordI
         stems = [w.removesuffix("s") for w in words]
         expected = [i for i in ids if i in texts and all(s in texts[i].split() for s in stems)]
         assert index.holding_every(words, ids) == expected
+
+
+def test_row_ids_beyond_32_bits_are_refused_and_nothing_changes() -> None:
+    """Row ids are kept in 32 bits (8 bytes a posting with its tf, not 12)."""
+    postings = Postings()
+    postings.add(np.array([1, 2]), tokens([("a", np.array([1, 2]))]))
+    with pytest.raises(ValueError, match="above the postings'"):
+        postings.add(np.array([2**31]), tokens([("a", np.array([2**31]))]))
+    assert postings.high == 2 and len(postings) == 2
+    assert postings.scores(["a"])[0].tolist() == [1, 2]
