@@ -78,24 +78,31 @@ class MemoryIds:
         known = self._ids
         missing = [r for r in rowids if r not in known]
         if missing:
-            if len(known) + len(missing) > _KEPT_IDS:
-                known.clear()
-                self._rows.clear()
             found = self._conn.execute(
                 "SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
                 [json.dumps(missing)],
             ).fetchall()
-            known.update(found)
-            self._rows.update((memory_id, row) for row, memory_id in found)
+            self._remember(found)
         return {r: known[r] for r in rowids if r in known}
 
     def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
-        """:func:`rowids_of`, the ids of rows seen lately known without SQL."""
+        """:func:`rowids_of`, the ids of rows seen lately known without SQL (the vector
+        leg's hits, whose row ids the tag leg asks for on every search, among them)."""
         known = self._rows
         found = {i: known[i] for i in ids if i in known}
         if len(found) < len(ids):
-            found.update(rowids_of(self._conn, [i for i in ids if i not in found]))
+            read = rowids_of(self._conn, [i for i in ids if i not in found])
+            self._remember([(row, memory_id) for memory_id, row in read.items()])
+            found.update(read)
         return found
+
+    def _remember(self, found: Sequence[tuple[int, str]]) -> None:
+        """Keep ``(row id, memory id)`` pairs read from the table, in both directions."""
+        if len(self._ids) + len(found) > _KEPT_IDS:
+            self._ids.clear()
+            self._rows.clear()
+        self._ids.update(found)
+        self._rows.update((memory_id, row) for row, memory_id in found)
 
     def written(self, ids: Iterable[str]) -> None:
         for memory_id in ids:

@@ -427,3 +427,34 @@ def test_counts_kept_between_writes_follow_every_write(tmp_path: Path) -> None:
     assert (index.count(true), index.count()) == (0, 0)
     index.close()
     other.close()
+
+
+def test_row_ids_kept_between_searches_follow_every_write(tmp_path: Path) -> None:
+    """The tag leg asks for the row ids of the other legs' hits on every search; those
+    kept from earlier reads must follow updates (a new row id), deletes and another
+    connection's writes, always as the table says."""
+    path = str(tmp_path / "shared.sqlite3")
+    index, other = KeywordIndex(path, TOKENIZER), KeywordIndex(path, TOKENIZER)
+    ids = [f"m{i}" for i in range(5)]
+    index.upsert([IndexRow(i, f"text {i}", (), {}, i, 1.0, 1.0) for i in ids])
+
+    def truth() -> dict[str, int]:
+        rows = index.file.conn.execute("SELECT id, rowid FROM memories").fetchall()
+        return {memory_id: row for memory_id, row in rows if memory_id in ids}
+
+    def kept() -> dict[str, int]:
+        with index.file.lock:
+            index.tag_carriers(["any"], 1)  # brings the index in step, as a search does
+            return index.ids_cache.rowids_of(ids)
+
+    assert kept() == truth()  # read, then kept
+    index.upsert([IndexRow("m1", "new text", (), {}, "n", 2.0, 2.0)])  # a new row id
+    assert kept() == truth()
+    index.delete(["m2"])
+    assert "m2" not in kept() and kept() == truth()
+    other.upsert([IndexRow("m3", "theirs", (), {}, "t", 3.0, 3.0)])
+    other.delete(["m4"])
+    assert kept() == truth()
+    assert set(kept()) == {"m0", "m1", "m3"}
+    index.close()
+    other.close()
