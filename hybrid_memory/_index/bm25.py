@@ -15,6 +15,7 @@ on a thread of their own (seconds at 50,000 memories: a new process answers at o
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sqlite3
 import threading
@@ -63,6 +64,13 @@ _TOKEN = re.compile(rf"[{_WORD_CHARS}][{_WORD_CHARS}\u0300-\u036f]*", re.UNICODE
 
 def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
     """The distinct words of a query, stopwords dropped unless nothing else is left."""
+    return list(_words(text, drop_stopwords))
+
+
+@functools.lru_cache(maxsize=4096)
+def _words(text: str, drop_stopwords: bool) -> tuple[str, ...]:
+    # Kept: a search asks for the words of its query and of each hit's text (relevance)
+    # several times, and the same hits come back across searches.
     # No case folding here: FTS5 folds each quoted word with the same tokenizer as the
     # indexed text, whereas str.casefold() differs from it ("Straße" -> "strasse").
     distinct: dict[str, str] = {}
@@ -72,7 +80,7 @@ def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
     if drop_stopwords:
         content = [t for t in tokens if t.casefold() not in STOPWORDS]
         tokens = content or tokens  # a query of only stopwords still searches them
-    return tokens
+    return tuple(tokens)
 
 
 def match_expression(words: Sequence[str]) -> str | None:
