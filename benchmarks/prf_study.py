@@ -91,10 +91,8 @@ def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
             position = {d: i for i, d in enumerate(prep.ids)}
             vocab: dict[str, int] = {}
             rows_, cols_, vals_ = [], [], []
-            for term, rows in postings._rowids.items():
+            for term, r, tfs in postings.each_term():
                 t = vocab.setdefault(term, len(vocab))
-                r = np.frombuffer(rows, dtype=np.int64)
-                tfs = np.frombuffer(postings._tfs[term], dtype=np.float32)
                 rows_.append(np.array([position[id_of[int(x)]] for x in r], dtype=np.int64))
                 cols_.append(np.full(len(r), t, dtype=np.int64))
                 vals_.append(tfs.astype(np.float64))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -218,6 +218,15 @@ class Postings:
 
     def __len__(self) -> int:
         return self._live_count
+
+    def each_term(self) -> Iterator[tuple[str, IntArray, npt.NDArray[np.float32]]]:
+        """Every term with its live postings: ``(term, row ids ascending, tfs)``."""
+        for term, found in self._rowids.items():
+            rows = np.frombuffer(found, dtype=_ROW).astype(np.int64)
+            tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+            keep = self._live[rows]
+            if keep.any():
+                yield term, rows[keep], tfs[keep]
 
     def live_rowids(self) -> IntArray:
         return np.flatnonzero(self._live).astype(np.int64)
