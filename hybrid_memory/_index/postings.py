@@ -44,6 +44,11 @@ IntArray = npt.NDArray[np.int64]
 _ROW = np.int32
 _ROW_CODE = "i"
 _MAX_ROW = int(np.iinfo(_ROW).max)
+
+
+def _row_ids(found: array[int]) -> npt.NDArray[np.int32]:
+    """A term's row ids, as stored (the one place that knows their width)."""
+    return np.frombuffer(found, dtype=_ROW)
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -192,7 +197,7 @@ class Postings:
     def compact(self) -> None:
         """Drop the postings of removed rows."""
         for term in list(self._rowids):
-            ids = np.frombuffer(self._rowids[term], dtype=_ROW)
+            ids = _row_ids(self._rowids[term])
             keep = self._live[ids]
             if keep.all():
                 continue
@@ -222,7 +227,7 @@ class Postings:
     def each_term(self) -> Iterator[tuple[str, IntArray, npt.NDArray[np.float32]]]:
         """Every term with its live postings: ``(term, row ids ascending, tfs)``."""
         for term, found in self._rowids.items():
-            rows = np.frombuffer(found, dtype=_ROW).astype(np.int64)
+            rows = _row_ids(found).astype(np.int64)
             tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
             keep = self._live[rows]
             if keep.any():
@@ -243,7 +248,7 @@ class Postings:
             found = self._rowids.get(term)
             if found is None:
                 continue
-            rows = np.frombuffer(found, dtype=_ROW)
+            rows = _row_ids(found)
             tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
             if self._dead:
                 keep = self._live[rows]
@@ -277,7 +282,7 @@ class Postings:
             found = self._rowids.get(term)
             if found is None:
                 return rows[:0]
-            having = np.frombuffer(found, dtype=_ROW)
+            having = _row_ids(found)
             at = np.searchsorted(having, rows).clip(max=len(having) - 1)
             rows = rows[having[at] == rows]
         return rows

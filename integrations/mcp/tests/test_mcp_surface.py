@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from _mcp_test_support import http_server, open_store
+from _mcp_test_support import call, http_server, open_store
 from hybrid_memory_mcp import create_server
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -23,12 +23,6 @@ from hybrid_memory import HybridMemory
 
 NOW = datetime.now(timezone.utc)
 TOKEN = "surface-token-0123456789"
-
-
-async def call(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> Any:
-    result = await client.call_tool(tool, arguments or {})
-    assert not result.is_error, result.content
-    return result.structured_content
 
 
 async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
