@@ -185,7 +185,11 @@ class IndexFile:
         meanwhile). The caller refills it from the collection."""
         with self.lock, self._unusable_reported(), self._exclusive():
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                # Not waited for: a checkpoint queued by the last write may be waiting for
+                # the lock this holds (waiting here deadlocked a writer whose index was
+                # damaged). It runs once the lock is free, on the new connection: a
+                # PASSIVE checkpoint there is harmless.
+                self._pool.shutdown(wait=False)
                 self._pool = None
             self.pending_checkpoint = None
             with contextlib.suppress(sqlite3.Error):

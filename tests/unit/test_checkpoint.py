@@ -8,6 +8,7 @@ import random
 import shutil
 import sqlite3
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -272,4 +273,28 @@ def test_an_in_memory_index_is_left_to_sqlite(monkeypatch: pytest.MonkeyPatch) -
     index.upsert(rows(random.Random(9), "a", 50))
     assert index.file.pending_checkpoint is None and index.file._pool is None
     assert index.count() == 50
+    index.close()
+
+
+def test_a_reset_does_not_wait_for_a_checkpoint_waiting_for_its_lock(tmp_path: Path) -> None:
+    # A write queued a checkpoint; before it took the lock, the index was found damaged
+    # and reset under the lock. Waiting for the checkpoint there deadlocked the writer.
+    index = KeywordIndex(str(tmp_path / "k.sqlite3"), TOKENIZER)
+    index.upsert(rows(random.Random(1), "a", 5))
+    file = index.file
+    done = threading.Event()
+
+    def reset_with_a_checkpoint_queued() -> None:
+        with file.lock:
+            checkpoint = file.worker().submit(file._checkpoint)  # waits for the lock
+            index.reset(sqlite3.DatabaseError("database disk image is malformed"))
+        checkpoint.result()  # ran once the lock was free, without error
+        done.set()
+
+    worker = threading.Thread(target=reset_with_a_checkpoint_queued, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done.is_set(), "reset waited for a checkpoint that waited for the reset's lock"
+    index.upsert(rows(random.Random(2), "b", 3))  # usable after the reset
+    assert len(index.ids()) == 3  # started over (its file was called damaged), refilled by b
     index.close()
