@@ -66,6 +66,7 @@ ADDRESS_FILE = "hybrid-memory-owner.json"
 ELECTION_PATIENCE = 120.0
 # How often an idle connection handler of the owner checks whether it is closing.
 _IDLE_CHECK = 0.25
+_WAKE_TIMEOUT = 5.0  # seconds for the owner's own connection that wakes its accepting thread
 
 _CLIENT_OPERATIONS = frozenset(
     {"get_or_create_collection", "get_max_batch_size", "delete_collection"}
@@ -555,8 +556,11 @@ class _Server:
         then close every connection: the clients elect a new owner and send again."""
         with self._quiet:
             self._closing = True
-        with contextlib.suppress(Exception):  # wake the accepting thread
-            _connect(self._address, self._key).close()
+        # Wake the accepting thread with a bare connection, which its handshake then
+        # refuses. Not a client's: that waits for the handshake, forever when the
+        # thread already left (it accepted a peer after _closing was set, and returned).
+        with contextlib.suppress(OSError):
+            socket.create_connection(self._address, timeout=_WAKE_TIMEOUT).close()
         self._accepting.join(timeout=5)
         self._listener.close()
         with self._quiet:
