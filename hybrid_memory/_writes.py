@@ -177,7 +177,7 @@ class Writer:
         for attempt in (1, 2):
             written = False
             try:
-                with self._index.upserting(rows):
+                with self._index.upserting(rows, vectors):
                     self._collection.write(operation, rows, vectors, metadatas)
                     written = True
                 return
@@ -220,7 +220,7 @@ class Writer:
                 self._collection.write(
                     "upsert", [row], vector, [chroma_metadata(row, stored_metadata)]
                 )
-                self._sync.rebuilding_on_damage(lambda: self._index.upsert([row]))
+                self._sync.rebuilding_on_damage(lambda: self._index.upsert([row], vector))
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return row
 

@@ -54,7 +54,14 @@ CHECKPOINT_CHANGES = 1_000
 _DAMAGE_PRIMARY = {11, 26}
 _DAMAGE_EXTENDED = {1032, 522}
 
-_TABLES = ("memories", "memories_vocab", "memories_fts", "memory_tags", "memory_meta")
+_TABLES = (
+    "memories",
+    "memories_vocab",
+    "memories_fts",
+    "memory_tags",
+    "memory_meta",
+    "memory_vectors",
+)
 
 
 class IndexDamaged(sqlite3.DatabaseError):
@@ -106,6 +113,8 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
         CREATE INDEX IF NOT EXISTS memory_meta_value
             ON memory_meta(key, kind, in_array, value, rowid);
         CREATE INDEX IF NOT EXISTS memory_meta_row ON memory_meta(rowid);
+        CREATE TABLE IF NOT EXISTS memory_vectors (
+            rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL);
         """
     )
     tokenize = tokenizer.replace("'", "''")
@@ -159,7 +168,9 @@ class IndexFile:
     threads under :attr:`lock`.
 
     Tables: ``memories`` (one row per memory), ``memories_fts`` (FTS5 over the text),
-    ``memory_tags`` and ``memory_meta`` (for tag matches and filters), ``index_state``
+    ``memory_tags`` and ``memory_meta`` (for tag matches and filters), ``memory_vectors``
+    (a half-precision copy of the vectors this store wrote, for the search's feedback
+    step; rows another process or a rebuild wrote may lack one), ``index_state``
     (key/value pairs the store keeps beside the rows), plus per-connection scratch tables.
     """
 

@@ -24,6 +24,8 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import wait
 
+import numpy as np
+
 from hybrid_memory._filters import Node
 from hybrid_memory._index.bm25 import KeywordSearch
 from hybrid_memory._index.file import IndexFile
@@ -36,8 +38,14 @@ from hybrid_memory._index.writes import (
     batch_json,
     delete_rows,
     next_rowid,
+    vector_bytes,
+    vector_of,
     write_batch,
 )
+
+# Vectors with a component beyond half precision's range (65,504; a model's vectors are
+# normalised, a caller's own may not be) are not kept: they are read from the collection.
+_HALF_MAX = 65_000.0
 
 
 class KeywordIndex:
@@ -85,14 +93,21 @@ class KeywordIndex:
 
     # --- writes -------------------------------------------------------------------------
 
-    def upsert(self, rows: Sequence[IndexRow]) -> None:
+    def upsert(self, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
         """Insert or replace memories by id, in one transaction. A replaced memory gets
-        a new row id (row ids are never reused)."""
-        with self.upserting(rows, overlap=False):
+        a new row id (row ids are never reused). ``vectors``: the rows' vectors (one row
+        each, in order), kept in half precision for :meth:`vectors`."""
+        with self.upserting(rows, vectors, overlap=False):
             pass
 
     @contextlib.contextmanager
-    def upserting(self, rows: Sequence[IndexRow], *, overlap: bool = True) -> Iterator[None]:
+    def upserting(
+        self,
+        rows: Sequence[IndexRow],
+        vectors: np.ndarray | None = None,
+        *,
+        overlap: bool = True,
+    ) -> Iterator[None]:
         """:meth:`upsert` ``rows`` around the body: the rows are written in an open
         transaction, committed when the body returns and rolled back when it raises, and
         the in-memory parts follow only once committed.
@@ -104,8 +119,14 @@ class KeywordIndex:
         if not rows:
             yield
             return
-        latest = list({r.id: r for r in rows}.values())  # a repeated id: the last one wins
+        last = {r.id: position for position, r in enumerate(rows)}  # a repeated id: the last wins
+        latest = [rows[position] for position in last.values()]
         payload = batch_json(latest)
+        kept_vectors, width = None, 0
+        if vectors is not None:
+            chosen = np.asarray(vectors)[list(last.values())]
+            if np.isfinite(chosen).all() and np.abs(chosen).max(initial=0.0) < _HALF_MAX:
+                kept_vectors, width = vector_bytes(chosen)
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
             self.reads.clear_counts()
@@ -117,6 +138,8 @@ class KeywordIndex:
                     list(rowids_of(c, [r.id for r in latest]).values()),
                     next_rowid(c),
                     self.keywords.postings is not None,
+                    kept_vectors,
+                    width,
                 )
                 if overlap:
                     started = threading.Event()
@@ -163,7 +186,13 @@ class KeywordIndex:
     def clear(self) -> None:
         with self.file.writing() as c:
             self.reads.clear_counts()
-            for table in ("memories", "memories_fts", "memory_tags", "memory_meta"):
+            for table in (
+                "memories",
+                "memories_fts",
+                "memory_tags",
+                "memory_meta",
+                "memory_vectors",
+            ):
                 c.execute(f"DELETE FROM {table}")
             self.keywords.cleared()
             self.tags.carriers.clear()
@@ -251,6 +280,16 @@ class KeywordIndex:
         """Index rows by id (for ids present)."""
         with self._lock:
             return self.reads.rows(ids)
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors kept for those of ``ids`` that have one (half precision, read as
+        single): those this store's writes gave the index. A memory another process
+        wrote, or one refilled from the collection, has none here."""
+        with self._lock:
+            self._see_other_writers()
+            rowids = self.ids_cache.rowids_of(ids)
+            kept = self.reads.vectors(list(rowids.values()))
+            return {i: vector_of(kept[r]) for i, r in rowids.items() if r in kept}
 
     def holding_every(self, words: Sequence[str], ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` whose text may hold every one of ``words``: exactly those

@@ -267,6 +267,16 @@ class IndexReads:
                 out.append((r[0], int(r[1]), float(r[2]), r[3], json.loads(r[4])))
         return out
 
+    def vectors(self, rowids: list[int]) -> dict[int, bytes]:
+        """The kept vector blobs of those of ``rowids`` that have one."""
+        return dict(
+            self._conn.execute(
+                "SELECT rowid, vector FROM memory_vectors"
+                " WHERE rowid IN (SELECT value FROM json_each(?))",
+                [json.dumps(rowids)],
+            ).fetchall()
+        )
+
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         out: dict[str, IndexRow] = {}
         for chunk, marks in chunks(ids):

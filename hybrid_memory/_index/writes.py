@@ -48,6 +48,11 @@ class Batch:
     replaced: list[int]  # row ids of the older versions of these memories, deleted first
     base: int
     tokenise: bool  # also return the rows' tokens (the in-memory postings exist)
+    # The rows' vectors, one after the other, each ``width`` bytes (half precision:
+    # :func:`vector_bytes`); None: the rows are written without (their vectors are read
+    # from the collection when needed).
+    vectors: bytes | None = None
+    width: int = 0
 
     def rowids(self) -> range:
         return range(self.base, self.base + len(self.rows))
@@ -80,15 +85,18 @@ def _from_bits(bits: str) -> str:
 # ``[id, text, fts text or null, [tags], metadata JSON text, content hash, created bits,
 # updated bits]`` per row, row id ``base`` + position), ``meta`` (``[position, key, kind,
 # in_array, value, value is float bits]`` per metadata row), ``replaced`` (row ids to
-# delete first) and ``tokenise`` (also leave the batch's tokens in ``batch_tokens``, as
-# :func:`~hybrid_memory._index.postings.tokens_sql` reads them, for the postings).
+# delete first), ``tokenise`` (also leave the batch's tokens in ``batch_tokens``, as
+# :func:`~hybrid_memory._index.postings.tokens_sql` reads them, for the postings), and
+# ``vectors`` (a blob of every row's vector, ``width`` bytes each, or null).
 BATCH_SCHEMA = f"""
 CREATE TEMP TABLE IF NOT EXISTS pow2 (p2_exponent INTEGER PRIMARY KEY, p2_value REAL NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS batch_tokens (tokens TEXT NOT NULL);
-CREATE TEMP VIEW IF NOT EXISTS index_batch (base, memories, meta, replaced, tokenise)
-    AS SELECT NULL, NULL, NULL, NULL, NULL;
+CREATE TEMP VIEW IF NOT EXISTS index_batch
+    (base, memories, meta, replaced, tokenise, vectors, width)
+    AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL;
 CREATE TEMP TRIGGER IF NOT EXISTS index_batch_write INSTEAD OF INSERT ON index_batch BEGIN
     DELETE FROM batch_tokens;
+    DELETE FROM memory_vectors WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
     DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
     DELETE FROM memory_tags WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
     DELETE FROM memory_meta WHERE rowid IN (SELECT value FROM json_each(NEW.replaced));
@@ -104,6 +112,9 @@ CREATE TEMP TRIGGER IF NOT EXISTS index_batch_write INSTEAD OF INSERT ON index_b
     INSERT INTO memories_fts (rowid, text)
         SELECT NEW.base + key, coalesce(json_extract(value, '$[2]'), json_extract(value, '$[1]'))
         FROM json_each(NEW.memories);
+    INSERT INTO memory_vectors (rowid, vector)
+        SELECT NEW.base + key, substr(NEW.vectors, key * NEW.width + 1, NEW.width)
+        FROM json_each(NEW.memories) WHERE NEW.vectors IS NOT NULL;
     INSERT INTO new_texts (rowid, text)
         SELECT NEW.base + key, coalesce(json_extract(value, '$[2]'), json_extract(value, '$[1]'))
         FROM json_each(NEW.memories) WHERE NEW.tokenise;
@@ -201,8 +212,16 @@ def write_batch(
     if batch.payload is not None:
         memories, meta = batch.payload
         conn.execute(
-            "INSERT INTO temp.index_batch VALUES (?, ?, ?, ?, ?)",
-            (batch.base, memories, meta, json.dumps(batch.replaced), int(batch.tokenise)),
+            "INSERT INTO temp.index_batch VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                batch.base,
+                memories,
+                meta,
+                json.dumps(batch.replaced),
+                int(batch.tokenise),
+                batch.vectors,
+                batch.width,
+            ),
         )
         if not batch.tokenise:
             return None
@@ -232,6 +251,15 @@ def write_rows(conn: sqlite3.Connection, batch: Batch) -> None:
             for rowid, r in pairs
         ],
     )
+    if batch.vectors is not None:
+        width = batch.width
+        conn.executemany(
+            "INSERT INTO memory_vectors VALUES (?, ?)",
+            [
+                (rowid, batch.vectors[position * width : (position + 1) * width])
+                for position, rowid in enumerate(batch.rowids())
+            ],
+        )
     texts = [(rowid, fts_text(r.text)) for rowid, r in pairs]
     conn.executemany("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", texts)
     if batch.tokenise:
@@ -250,6 +278,21 @@ def write_rows(conn: sqlite3.Connection, batch: Batch) -> None:
     )
 
 
+VECTOR_DTYPE = np.dtype("<f2")  # half precision: the feedback step's centroid needs no more
+
+
+def vector_bytes(vectors: np.ndarray) -> tuple[bytes, int]:
+    """A matrix of vectors (one row each) as the ``vectors`` blob of a batch, and the
+    width in bytes of one vector."""
+    matrix = np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)
+    return matrix.tobytes(), matrix.shape[1] * VECTOR_DTYPE.itemsize
+
+
+def vector_of(blob: bytes) -> np.ndarray:
+    """A vector as :func:`vector_bytes` stored it, in single precision."""
+    return np.frombuffer(blob, dtype=VECTOR_DTYPE).astype(np.float32)
+
+
 def take_new_tokens(conn: sqlite3.Connection) -> str:
     """The tokens of the rows in the scratch table ``new_texts``
     (:func:`~hybrid_memory._index.postings.tokens_sql`), which is left empty."""
@@ -262,7 +305,7 @@ def take_new_tokens(conn: sqlite3.Connection) -> str:
 
 def delete_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
     """Index rows out of every table."""
-    for table in ("memories_fts", "memory_tags", "memory_meta", "memories"):
+    for table in ("memories_fts", "memory_tags", "memory_meta", "memory_vectors", "memories"):
         conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
 
 

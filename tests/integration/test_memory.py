@@ -330,7 +330,9 @@ def test_the_vector_leg_searches_with_the_query_moved_towards_the_keyword_top(
     embedded = hash_embedding([m.text for m in memories])
     vectors = {m.id: np.asarray(v) for m, v in zip(memories, embedded, strict=True)}
     [vector] = hash_embedding([query])
-    refined = np.asarray(rocchio(vector, [vectors[i] for i in keyword_top], 0.5))
+    # The feedback memories' vectors as the index keeps them: half precision.
+    kept = [vectors[i].astype(np.float16).astype(np.float32) for i in keyword_top]
+    refined = np.asarray(rocchio(vector, kept, 0.5))
 
     result = filled.with_settings(feedback_docs=3, feedback_weight=0.5).search(query, k=6)
     assert "s1" in [h.id for h in result]  # found by the vector leg alone
@@ -341,6 +343,36 @@ def test_the_vector_leg_searches_with_the_query_moved_towards_the_keyword_top(
     for hit in plain:
         expected = float(np.asarray(vector) @ vectors[hit.id] / np.linalg.norm(vectors[hit.id]))
         assert hit.scores["vector"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_feedback_vectors_come_from_the_index_or_else_from_the_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hybrid_memory._collection import ChromaCollection
+
+    reads: list[list[str]] = []
+    original = ChromaCollection.vectors_by_id
+
+    def counted(self: ChromaCollection, ids: list[str]) -> list[Any]:
+        reads.append(list(ids))
+        return original(self, ids)
+
+    monkeypatch.setattr(ChromaCollection, "vectors_by_id", counted)
+    query = "which mode does alice prefer?"
+    with open_store(tmp_path) as store:
+        store.add_many(CORPUS)
+        written = store.search(query, k=6)
+    assert reads == []  # every feedback vector was the index's copy
+    # The index file lost: refilled from the collection, it has no vectors, so the
+    # feedback reads them from Chroma, and ranks as the index's copies did.
+    for name in ("keyword-hybrid_memory.sqlite3", "keyword-hybrid_memory.sqlite3-wal"):
+        (tmp_path / name).unlink(missing_ok=True)
+    with open_store(tmp_path) as store:
+        refilled = store.search(query, k=6)
+    assert reads and all(reads)
+    assert [h.id for h in refilled] == [h.id for h in written]
+    for before, after in zip(written, refilled, strict=True):
+        assert after.scores["vector"] == pytest.approx(before.scores["vector"], abs=1e-3)
 
 
 def test_each_leg_filters_before_its_cut(filled: HybridMemory) -> None:

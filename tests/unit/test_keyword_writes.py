@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from hybrid_memory._filters import parse_filter
@@ -93,6 +94,7 @@ def dump(index: KeywordIndex) -> dict[str, Any]:
             (r, k, kind, a, _exact(v))
             for r, k, kind, a, v in c.execute("SELECT * FROM memory_meta")
         ),
+        "vectors": sorted(c.execute("SELECT rowid, vector FROM memory_vectors")),
         "sequence": c.execute("SELECT seq FROM sqlite_sequence").fetchall(),
     }
 
@@ -107,12 +109,17 @@ def test_the_batch_statement_writes_what_the_row_by_row_write_does(
     slow = KeywordIndex(None, TOKENIZER)
     fast.search("flow", 5)  # postings built: every write also extends them
     slow.search("flow", 5)
-    for batch in batches:
+    for number, batch in enumerate(batches):
         assert batch_json(batch) is not None  # these rows take the batch statement
-        fast.upsert(batch)
+        # Every other batch with vectors (a write of this store), the rest without (rows
+        # refilled from the collection): a replaced row keeps no vector of its old version.
+        vectors = None
+        if number % 2 == 0:
+            vectors = np.random.default_rng(seed).standard_normal((len(batch), 4))
+        fast.upsert(batch, vectors)
         with monkeypatch.context() as m:
             m.setattr(keyword, "batch_json", lambda rows: None)
-            slow.upsert(batch)
+            slow.upsert(batch, vectors)
         assert dump(fast) == dump(slow)
         for word in ("flow", "wing shock", "file abc", "zoe 東京", "x2 naive"):
             assert fast.search(word, 50) == slow.search(word, 50)
@@ -200,3 +207,33 @@ def test_a_failing_index_write_raises_after_the_body_and_writes_nothing(
     with pytest.raises(OverflowError), index.upserting(huge):
         ran.append(True)
     assert ran == [True] and index.count() == 0
+
+
+def test_the_vectors_written_with_the_rows_are_kept_in_half_precision() -> None:
+    index = KeywordIndex(None, TOKENIZER)
+    rows = [IndexRow(i, f"text {i}", (), {}, f"h{i}", 1.0) for i in ("a", "b", "a")]
+    vectors = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, -0.6]])
+    index.upsert(rows, vectors)
+    kept = index.vectors(["a", "b", "gone"])
+    # A repeated id: its last row and its last vector, as the row itself.
+    assert set(kept) == {"a", "b"}
+    assert kept["a"].tolist() == np.array([0.5, -0.6], dtype=np.float16).astype(np.float32).tolist()
+    assert kept["b"].dtype == np.float32
+    assert kept["b"] == pytest.approx([0.3, 0.4], abs=1e-3)
+    # Rewritten without a vector (refilled from the collection): the old one is gone with
+    # its row; deleted: gone too.
+    index.upsert([IndexRow("a", "text a again", (), {}, "h", 2.0)])
+    assert set(index.vectors(["a", "b"])) == {"b"}
+    index.delete(["b"])
+    assert index.vectors(["a", "b"]) == {}
+    assert index.file.conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan, 1e6])
+def test_vectors_half_precision_cannot_hold_are_not_kept(bad: float) -> None:
+    # They are read from the collection instead; the rows are written all the same.
+    index = KeywordIndex(None, TOKENIZER)
+    rows = [IndexRow("a", "wing", (), {}, "h", 1.0), IndexRow("b", "flow", (), {}, "h", 1.0)]
+    index.upsert(rows, np.array([[0.5, 0.5], [bad, 0.0]]))
+    assert index.ids() == {"a", "b"}
+    assert index.vectors(["a", "b"]) == {}
