@@ -46,8 +46,9 @@ def reciprocal_rank_fusion(
         weight = norm[leg]
         if weight == 0:
             continue
+        get = fused.get
         for position, doc_id in enumerate(ids, start=1):
-            fused[doc_id] = fused.get(doc_id, 0.0) + weight / (k + position)
+            fused[doc_id] = get(doc_id, 0.0) + weight / (k + position)
     return fused
 
 

@@ -230,5 +230,6 @@ def best_ranks(*rankings: list[str]) -> dict[str, int]:
     best: dict[str, int] = {}
     for ranking in rankings:
         for rank, memory_id in enumerate(ranking, start=1):
-            best[memory_id] = min(best.get(memory_id, rank), rank)
+            if best.setdefault(memory_id, rank) > rank:
+                best[memory_id] = rank
     return best
