@@ -138,7 +138,7 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
     # from (temp.memory_terms), and the tokens of new rows (temp.new_terms).
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
-        f"USING fts5(word, tokenize='{tokenize}')"
+        f"USING fts5(word, content='', tokenize='{tokenize}')"  # emptied at once
     )
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms "
