@@ -80,18 +80,17 @@ def valid_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
                 f"reserved name; {', '.join(sorted(RESERVED_FIELDS))} are memory fields and "
                 f"keys may not start with {RESERVED_PREFIX!r}, 'chroma:', '#' or '$'",
             )
-        where = f"{field}[{key!r}]"
-        if _metadata_scalar(value, where):
+        if _metadata_scalar(value, field, key):
             out[key] = value
         elif (
             isinstance(value, (list, tuple))
             and value
-            and all(_metadata_scalar(v, where) for v in value)
+            and all(_metadata_scalar(v, field, key) for v in value)
             and len({_metadata_kind(v) for v in value}) == 1
         ):
             out[key] = list(value)
         else:
-            raise InvalidInputError(where, f"expected {allowed}, got {value!r}")
+            raise InvalidInputError(f"{field}[{key!r}]", f"expected {allowed}, got {value!r}")
     return out
 
 
@@ -99,18 +98,22 @@ def _metadata_kind(value: Any) -> type:
     return next(t for t in (bool, int, float, str) if isinstance(value, t))
 
 
-def _metadata_scalar(value: Any, where: str) -> bool:
-    """Whether ``value`` is a storable metadata scalar; InvalidInputError for a scalar
-    no store can hold (an int beyond SQLite's 64 bits, a lone surrogate)."""
+def _metadata_scalar(value: Any, field: str, key: str) -> bool:
+    """Whether ``value`` (of ``field[key]``) is a storable metadata scalar;
+    InvalidInputError for a scalar no store can hold (an int beyond SQLite's 64 bits, a
+    lone surrogate). The error's field is only spelled out when there is an error: this
+    runs for every value of every memory written."""
     if isinstance(value, str):
-        encodable(value, where)
+        if not value.isascii():
+            encodable(value, f"{field}[{key!r}]")
         return True
     if isinstance(value, bool):
         return True
     if isinstance(value, int):
         if not -(2**63) <= value < 2**63:
             raise InvalidInputError(
-                where, f"integers must fit in 64 bits (SQLite's and Chroma's limit), got {value}"
+                f"{field}[{key!r}]",
+                f"integers must fit in 64 bits (SQLite's and Chroma's limit), got {value}",
             )
         return True
     return isinstance(value, float) and math.isfinite(value)

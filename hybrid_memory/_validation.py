@@ -9,6 +9,8 @@ def encodable(value: str, field: str) -> str:
     """``value`` if it can be stored (UTF-8: Chroma, SQLite and the embedding model all
     need it), else InvalidInputError. Python strings may hold lone surrogates
     (``"\\ud800"``, from a broken decode), which no UTF-8 store accepts."""
+    if value.isascii():  # no surrogate possible; the common case, checked without a copy
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
