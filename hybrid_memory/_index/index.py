@@ -33,6 +33,7 @@ from hybrid_memory._index.postings import IntArray
 from hybrid_memory._index.reads import IndexReads, MemoryIds, rowids_of
 from hybrid_memory._index.tags import TagIndex, TagMatch
 from hybrid_memory._index.writes import (
+    ROW_TABLES,
     Batch,
     IndexRow,
     batch_json,
@@ -42,10 +43,6 @@ from hybrid_memory._index.writes import (
     vector_of,
     write_batch,
 )
-
-# Vectors with a component beyond half precision's range (65,504; a model's vectors are
-# normalised, a caller's own may not be) are not kept: they are read from the collection.
-_HALF_MAX = 65_000.0
 
 
 class KeywordIndex:
@@ -122,11 +119,8 @@ class KeywordIndex:
         last = {r.id: position for position, r in enumerate(rows)}  # a repeated id: the last wins
         latest = [rows[position] for position in last.values()]
         payload = batch_json(latest)
-        kept_vectors, width = None, 0
-        if vectors is not None:
-            chosen = np.asarray(vectors)[list(last.values())]
-            if np.isfinite(chosen).all() and np.abs(chosen).max(initial=0.0) < _HALF_MAX:
-                kept_vectors, width = vector_bytes(chosen)
+        kept = None if vectors is None else vector_bytes(np.asarray(vectors)[list(last.values())])
+        kept_vectors, width = kept or (None, 0)
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
             self.reads.clear_counts()
@@ -186,13 +180,7 @@ class KeywordIndex:
     def clear(self) -> None:
         with self.file.writing() as c:
             self.reads.clear_counts()
-            for table in (
-                "memories",
-                "memories_fts",
-                "memory_tags",
-                "memory_meta",
-                "memory_vectors",
-            ):
+            for table in ROW_TABLES:
                 c.execute(f"DELETE FROM {table}")
             self.keywords.cleared()
             self.tags.carriers.clear()

@@ -37,6 +37,7 @@ B = 0.75
 MIN_IDF = 1e-6  # FTS5's floor for terms in half or more of the rows
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 # Row ids in the postings are 32-bit: a posting is then 8 bytes (row id, tf) instead of
 # 12, a third less memory for the largest structure of the index (43 million postings
 # at a million memories: 344 MB instead of 516). The per-row arrays (lengths, live
@@ -49,7 +50,6 @@ _MAX_ROW = int(np.iinfo(_ROW).max)
 def _row_ids(found: array[int]) -> npt.NDArray[np.int32]:
     """A term's row ids, as stored (the one place that knows their width)."""
     return np.frombuffer(found, dtype=_ROW)
-FloatArray = npt.NDArray[np.float64]
 
 
 def bm25_idf(df: int, n: int) -> float:

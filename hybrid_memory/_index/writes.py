@@ -281,10 +281,15 @@ def write_rows(conn: sqlite3.Connection, batch: Batch) -> None:
 VECTOR_DTYPE = np.dtype("<f2")  # half precision: the feedback step's centroid needs no more
 
 
-def vector_bytes(vectors: np.ndarray) -> tuple[bytes, int]:
+def vector_bytes(vectors: np.ndarray) -> tuple[bytes, int] | None:
     """A matrix of vectors (one row each) as the ``vectors`` blob of a batch, and the
-    width in bytes of one vector."""
-    matrix = np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)
+    width in bytes of one vector; None when some component does not fit half precision
+    (not finite, or beyond its range: a model's vectors are normalised, a caller's own
+    may not be), and the vectors are then read from the collection instead."""
+    with np.errstate(over="ignore"):
+        matrix = np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)
+    if not np.isfinite(matrix).all():
+        return None
     return matrix.tobytes(), matrix.shape[1] * VECTOR_DTYPE.itemsize
 
 
@@ -303,9 +308,14 @@ def take_new_tokens(conn: sqlite3.Connection) -> str:
     return tokens
 
 
+# The tables holding a memory's index rows, by row id (``memories`` last: the others'
+# rows are found through it).
+ROW_TABLES = ("memories_fts", "memory_tags", "memory_meta", "memory_vectors", "memories")
+
+
 def delete_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
     """Index rows out of every table."""
-    for table in ("memories_fts", "memory_tags", "memory_meta", "memory_vectors", "memories"):
+    for table in ROW_TABLES:
         conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for r in rowids])
 
 
