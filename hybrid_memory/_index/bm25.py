@@ -31,7 +31,6 @@ from hybrid_memory._index.postings import (
     FloatArray,
     IntArray,
     Postings,
-    best_first,
     parse_tokens,
     tokens_sql,
 )
@@ -149,14 +148,11 @@ class KeywordSearch:
         postings = self._ready_postings()
         if postings is None:  # being built aside: FTS5 ranks (the same BM25 scores)
             return self.search_fts(words, limit, where)
-        rows, scores = postings.scores([t[0] for t in terms if t])
-        if within is not None:
-            keep = np.isin(rows, within)
-            rows, scores = best_first(rows[keep], scores[keep], limit)
-        elif where is not None:
-            rows, scores = self._best_passing(rows, scores, limit, where)
+        single = [t[0] for t in terms if t]
+        if within is None and where is not None:
+            rows, scores = self._best_passing(*postings.scores(single), limit, where)
         else:
-            rows, scores = best_first(rows, scores, limit)
+            rows, scores = postings.top(single, limit, within)
         ids = self._ids.ids_of(rows.tolist())
         if len(ids) < len(rows):
             raise IndexDamaged("ranked rows are missing from the memories table")

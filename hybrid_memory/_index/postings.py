@@ -239,8 +239,53 @@ class Postings:
     def scores(self, terms: Sequence[str]) -> tuple[IntArray, FloatArray]:
         """Every live row matching any of ``terms``, with its BM25 score:
         ``(row ids ascending, scores)``."""
-        if not self._live_count or not terms:
+        matched = self._matched(terms)
+        if matched is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        rows, totals, _ = matched
+        # The matched rows, found through a boolean mask: scanning it is faster than
+        # scanning the float totals for non-zeros (every score is positive anyway).
+        mask = np.zeros(len(totals), dtype=bool)
+        mask[rows] = True
+        matched_rows = np.flatnonzero(mask)
+        return matched_rows, totals[matched_rows]
+
+    def top(
+        self, terms: Sequence[str], limit: int, within: IntArray | None = None
+    ) -> tuple[IntArray, FloatArray]:
+        """``best_first(*scores(terms), limit)``, restricted to the rows ``within`` when
+        given, without a pass over arrays as long as the store: the candidates come
+        from the matching postings (or from ``within``), not from every row.
+
+        A row occurs at most once in each term's postings, so among the postings of
+        ``m`` terms the ``limit`` best rows take at most ``limit * m`` entries: every
+        entry scoring at least the ``limit * m``-th best one covers them and their ties.
+        """
+        matched = self._matched(terms)
+        if matched is None or limit <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        rows, totals, lists = matched
+        if within is not None:
+            candidates = np.unique(np.asarray(within, dtype=np.int64))
+            candidates = candidates[(candidates >= 0) & (candidates < len(totals))]
+            candidates = candidates[totals[candidates] > 0.0]
+        else:
+            scored = totals[rows]
+            entries = limit * lists
+            if len(scored) > entries:
+                cut = np.argpartition(-scored, entries - 1)[:entries]
+                rows = rows[scored >= scored[cut].min()]
+            candidates = np.unique(rows).astype(np.int64)
+        return best_first(candidates, totals[candidates], limit)
+
+    def _matched(
+        self, terms: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int32], FloatArray, int] | None:
+        """The live postings of ``terms``: their row ids (one per posting), the BM25
+        total of every row id up to the highest matched (0.0 where none matched), and how
+        many postings lists they came from; None when nothing matches."""
+        if not self._live_count or not terms:
+            return None
         avgdl = self._live_tokens / self._live_count
         parts_rows: list[npt.NDArray[np.int32]] = []
         parts_scores: list[FloatArray] = []
@@ -259,15 +304,13 @@ class Postings:
             parts_rows.append(rows)
             parts_scores.append(bm25_term_scores(tfs, self._length[rows], avgdl, idf))
         if not parts_rows:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+            return None
         rows = np.concatenate(parts_rows)
-        totals = np.bincount(rows, weights=np.concatenate(parts_scores)).astype(np.float64)
-        # The matched rows, found through a boolean mask: scanning it is faster than
-        # scanning the float totals for non-zeros (every score is positive anyway).
-        matched = np.zeros(len(totals), dtype=bool)
-        matched[rows] = True
-        matched_rows = np.flatnonzero(matched).astype(np.int64)
-        return matched_rows, totals[matched_rows]
+        totals = np.bincount(rows, weights=np.concatenate(parts_scores)).astype(
+            np.float64,
+            copy=False,  # already float64: no copy of a store-long array
+        )
+        return rows, totals, len(parts_rows)
 
     def holding_all(self, terms: Sequence[str], rows: IntArray) -> IntArray:
         """Those of ``rows`` (live) that hold every one of ``terms``. Each term's row ids

@@ -134,6 +134,55 @@ def test_best_first_breaks_ties_by_row_even_at_the_cut() -> None:
     assert best_first(rows, scores, 0)[0].tolist() == []
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS[:6]), max_size=6), min_size=1, max_size=60),
+    query=st.lists(st.sampled_from(WORDS[:8]), min_size=1, max_size=6),
+    limit=st.integers(1, 30),
+    removed=st.sets(st.integers(1, 60), max_size=20),
+    within=st.none() | st.lists(st.integers(-3, 70), max_size=40),
+)
+def test_top_is_the_best_of_all_scores_exactly(
+    texts: list[list[str]],
+    query: list[str],
+    limit: int,
+    removed: set[int],
+    within: list[int] | None,
+) -> None:
+    """``top`` looks only at the best postings (or at ``within``), yet returns exactly
+    what ranking every matched row returns: the same rows, scores to the bit and tie
+    order. Few words over short texts make many equal scores; a query word may repeat."""
+    postings = Postings()
+    rows = np.arange(1, len(texts) + 1)
+    postings.add(
+        rows,
+        tokens(
+            [
+                (w, [r for r, t in zip(rows, texts, strict=True) for x in t if x == w])
+                for w in WORDS[:6]
+            ]
+        ),
+    )
+    postings.remove(sorted(removed))
+    expected_rows, expected_scores = postings.scores(query)
+    if within is not None:
+        keep = np.isin(expected_rows, within)
+        expected_rows, expected_scores = expected_rows[keep], expected_scores[keep]
+    expected = best_first(expected_rows, expected_scores, limit)
+    got = postings.top(query, limit, None if within is None else np.array(within, dtype=np.int64))
+    assert got[0].tolist() == expected[0].tolist()
+    assert got[1].tolist() == expected[1].tolist()
+
+
+def test_top_keeps_every_tie_of_its_cut() -> None:
+    """Four rows tie, two of them in the postings listed first: the cut through the
+    postings must not settle the tie by list order (row 1 is the best, by row id)."""
+    postings = Postings()
+    postings.add(np.array([1, 2, 3, 4]), tokens([("a", [1, 2]), ("b", [3, 4])]))
+    assert postings.top(["b", "a"], 1)[0].tolist() == [1]
+    assert postings.top(["b", "a"], 3)[0].tolist() == [1, 2, 3]
+
+
 def test_row_ids_must_grow_so_a_removed_row_never_comes_back() -> None:
     postings = Postings()
     postings.add(np.array([1, 2]), tokens([("a", np.array([1, 2]))]))
