@@ -189,16 +189,26 @@ class Searcher:
         if not memories:
             return []
         asked = query_words(text, drop_stopwords=drop_stopwords)
-        texts = [query_words(m.text, drop_stopwords=False) for m in memories]
-        distinct = list(dict.fromkeys([*asked, *(w for words in texts for w in words)]))
-        terms = dict(zip(distinct, self._index.terms(distinct), strict=True))
-        query_terms = [terms[w] for w in asked]
+        query_terms = self._index.terms(asked)
+        wanted = sorted({t for terms in query_terms for t in terms})
+        # Which query terms each memory holds, from the keyword index's postings (what
+        # the keyword leg matched); a memory they cannot tell about (being built, or a
+        # hit the index lacks) is tokenised here instead. Tokenising every hit's words
+        # cost the first search of each new hit up to a millisecond.
+        if not wanted:  # no words to cover: coverage 0 for every memory
+            held: dict[str, set[str]] = {m.id: set() for m in memories}
+        else:
+            held = self._index.terms_held(wanted, [m.id for m in memories])
+        untold = [m for m in memories if m.id not in held]
+        if untold:
+            texts = {m.id: query_words(m.text, drop_stopwords=False) for m in untold}
+            distinct = list(dict.fromkeys(w for words in texts.values() for w in words))
+            terms = dict(zip(distinct, self._index.terms(distinct), strict=True))
+            for memory_id, words in texts.items():
+                held[memory_id] = {t for w in words for t in terms[w]}
         evidences = [
-            evidence(
-                cosines.get(m.id),
-                keyword_coverage(query_terms, {t for w in words for t in terms[w]}),
-            )
-            for m, words in zip(memories, texts, strict=True)
+            evidence(cosines.get(m.id), keyword_coverage(query_terms, held[m.id]))
+            for m in memories
         ]
         return monotone_relevance(evidences)
 

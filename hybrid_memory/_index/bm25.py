@@ -207,6 +207,22 @@ class KeywordSearch:
         kept = set(postings.holding_all(terms, rows).tolist())
         return [memory_id for memory_id, row in rowids.items() if row in kept]
 
+    def terms_held(
+        self, terms: Sequence[str], rowids: dict[str, int]
+    ) -> dict[str, set[str]] | None:
+        """Which of ``terms`` each of the memories ``rowids`` (id → row id) holds in its
+        indexed text, read from the postings (a binary search per term); None when the
+        postings cannot tell (not built yet, or a tokenizer without them)."""
+        postings = self.postings
+        if postings is None or not self._postings_rank:
+            return None
+        rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
+        holders = {term: set(postings.holding_all([term], rows).tolist()) for term in terms}
+        return {
+            memory_id: {term for term, having in holders.items() if row in having}
+            for memory_id, row in rowids.items()
+        }
+
     def common_words(self, words: Sequence[str], max_df: float, total: int) -> set[str]:
         """The words whose indexed term (as the index's own tokenizer stems it) occurs in
         more than ``max_df`` of the ``total`` memories."""

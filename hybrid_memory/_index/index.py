@@ -291,6 +291,16 @@ class KeywordIndex:
             kept = rowids.keys() if held is None else set(held)
             return [i for i in dict.fromkeys(ids) if i in kept]  # in the order given
 
+    def terms_held(self, terms: Sequence[str], ids: Sequence[str]) -> dict[str, set[str]]:
+        """Which of ``terms`` (index terms, as :meth:`terms` makes them) each of the
+        memories ``ids`` holds in its indexed text, for those the in-memory postings can
+        tell about (none while they are being built, or with a tokenizer without them;
+        not an id the index lacks): ``{id: terms held}``."""
+        with self._lock:
+            self._see_other_writers()
+            held = self.keywords.terms_held(terms, self.ids_cache.rowids_of(ids))
+            return {} if held is None else held
+
     def texts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """``(id, text)`` of the memories ``ids`` that exist."""
         with self._lock:

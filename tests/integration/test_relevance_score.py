@@ -90,3 +90,32 @@ def test_fallback_without_the_vector_leg_scores_by_coverage() -> None:
         assert result.fallback_mode
         assert result[0].text == "Bob is allergic to peanuts" and result[0].score == 1.0
         assert result[1].score == 0.5
+
+
+def test_coverage_comes_from_the_keyword_index_and_agrees_with_tokenising_the_hits(
+    store: HybridMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which query words a hit holds is read from the keyword index's postings: only the
+    query's words are tokenised, not every hit's. Tokenising the hits instead (what a
+    search does for hits the postings cannot tell about) gives the same scores."""
+    from hybrid_memory._index.index import KeywordIndex
+
+    asked: list[list[str]] = []
+    terms = KeywordIndex.terms
+
+    def recorded(self: KeywordIndex, words: list[str]) -> list[tuple[str, ...]]:
+        asked.append(list(words))
+        return terms(self, words)
+
+    monkeypatch.setattr(KeywordIndex, "terms", recorded)
+    queries = ["sleeping cats on windowsills", "Alice dark editor", "revenue twelve"]
+    from_postings = [store.search(q, k=5) for q in queries]
+    assert all(len(hits) == 5 for hits in from_postings)
+    assert all(len(words) <= 4 for words in asked)  # the query's words only
+    assert any(0.0 < h.score < 1.0 for hits in from_postings for h in hits)
+
+    monkeypatch.setattr(KeywordIndex, "terms_held", lambda self, terms, ids: {})
+    tokenised = [store.search(q, k=5) for q in queries]
+    assert any(len(words) > 4 for words in asked[-3:])  # the hits' words were asked
+    for a, b in zip(from_postings, tokenised, strict=True):
+        assert [(h.id, h.score) for h in a] == [(h.id, h.score) for h in b]
