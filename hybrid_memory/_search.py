@@ -128,7 +128,7 @@ class Searcher:
                 weight = length_scaled_weight(
                     s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
                 )
-                vector = rocchio(vector, self.vectors(top, len(vector)), weight)
+                vector = rocchio(vector, self.vectors(top), weight)
         vector_hits = (
             {}
             if vector is None
@@ -167,10 +167,10 @@ class Searcher:
             time_window=query.time_window,
         )
 
-    def vectors(self, ids: list[str], dimension: int) -> list[Vector]:
+    def vectors(self, ids: list[str]) -> list[Vector]:
         """The vectors of those of ``ids`` that exist: the index's copy where it has one
         (a row read from its file), else the collection's (a Chroma call)."""
-        kept = self._index.vectors(ids, dimension)
+        kept = self._index.vectors(ids)
         missing = [i for i in ids if i not in kept]
         return [*kept.values(), *(self._collection.vectors_by_id(missing) if missing else [])]
 

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import BinaryIO
 
 from hybrid_memory._errors import IndexFileError, InvalidInputError
-from hybrid_memory._index.writes import VECTOR_DTYPE, create_batch_tables
+from hybrid_memory._index.writes import create_batch_tables
 
 # How long a write waits for another process's write transaction on the shared index
 # file. An index write stays open while its Chroma write runs (see Writer._write_batch),
@@ -157,13 +157,9 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
         "USING fts5vocab('temp', 'new_texts', 'instance')"
     )
     create_batch_tables(conn)
-    if stored.get("vectors") != VECTOR_DTYPE.str:
-        # Copies kept in another precision (half, before 2026-11-25): dropped, and read
-        # from the collection until the memories are written again.
-        conn.execute("DELETE FROM memory_vectors")
     conn.executemany(
         "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
-        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer), ("vectors", VECTOR_DTYPE.str)],
+        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer)],
     )
 
 
@@ -173,10 +169,9 @@ class IndexFile:
 
     Tables: ``memories`` (one row per memory), ``memories_fts`` (FTS5 over the text),
     ``memory_tags`` and ``memory_meta`` (for tag matches and filters), ``memory_vectors``
-    (a copy of the vectors this store wrote, for the search's feedback step and a
-    narrow filter's vector leg; rows another process or a rebuild wrote may lack one),
-    ``index_state`` (key/value pairs the store keeps beside the rows), plus per-connection
-    scratch tables.
+    (a half-precision copy of the vectors this store wrote, for the search's feedback
+    step; rows another process or a rebuild wrote may lack one), ``index_state``
+    (key/value pairs the store keeps beside the rows), plus per-connection scratch tables.
     """
 
     def __init__(self, path: str | None, tokenizer: str) -> None:

@@ -34,7 +34,6 @@ from hybrid_memory._index.reads import IndexReads, MemoryIds, rowids_of
 from hybrid_memory._index.tags import TagIndex, TagMatch
 from hybrid_memory._index.writes import (
     ROW_TABLES,
-    VECTOR_DTYPE,
     Batch,
     IndexRow,
     batch_json,
@@ -94,7 +93,7 @@ class KeywordIndex:
     def upsert(self, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
         """Insert or replace memories by id, in one transaction. A replaced memory gets
         a new row id (row ids are never reused). ``vectors``: the rows' vectors (one row
-        each, in order), kept for :meth:`vectors`."""
+        each, in order), kept in half precision for :meth:`vectors`."""
         with self.upserting(rows, vectors, overlap=False):
             pass
 
@@ -270,32 +269,15 @@ class KeywordIndex:
         with self._lock:
             return self.reads.rows(ids)
 
-    def vectors(self, ids: Sequence[str], dimension: int) -> dict[str, np.ndarray]:
-        """The vectors of ``dimension`` components kept for those of ``ids`` that have
-        one: those this store's writes gave the index. A memory another process wrote, or
-        one refilled from the collection, has none here."""
-        width = dimension * VECTOR_DTYPE.itemsize
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors kept for those of ``ids`` that have one (half precision, read as
+        single): those this store's writes gave the index. A memory another process
+        wrote, or one refilled from the collection, has none here."""
         with self._lock:
             self._see_other_writers()
             rowids = self.ids_cache.rowids_of(ids)
             kept = self.reads.vectors(list(rowids.values()))
-        return {
-            i: vector_of(kept[r]) for i, r in rowids.items() if len(kept.get(r, b"")) == width
-        }
-
-    def vectors_of_rows(self, rows: Sequence[int], dimension: int) -> tuple[IntArray, np.ndarray]:
-        """The vectors kept for those of the index ``rows`` that have one of ``dimension``
-        components: their row ids, and the vectors as one matrix (a row each, in that
-        order)."""
-        with self._lock:
-            kept = self.reads.vectors(list(rows))
-        width = dimension * VECTOR_DTYPE.itemsize
-        found = [(row, blob) for row, blob in kept.items() if len(blob) == width]
-        matrix = np.frombuffer(b"".join(blob for _, blob in found), dtype=VECTOR_DTYPE)
-        return (
-            np.array([row for row, _ in found], dtype=np.int64),
-            matrix.reshape(len(found), dimension),
-        )
+            return {i: vector_of(kept[r]) for i, r in rowids.items() if r in kept}
 
     def holding_every(self, words: Sequence[str], ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` whose text may hold every one of ``words``: exactly those

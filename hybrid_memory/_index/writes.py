@@ -48,7 +48,7 @@ class Batch:
     replaced: list[int]  # row ids of the older versions of these memories, deleted first
     base: int
     tokenise: bool  # also return the rows' tokens (the in-memory postings exist)
-    # The rows' vectors, one after the other, each ``width`` bytes (single precision:
+    # The rows' vectors, one after the other, each ``width`` bytes (half precision:
     # :func:`vector_bytes`); None: the rows are written without (their vectors are read
     # from the collection when needed).
     vectors: bytes | None = None
@@ -278,17 +278,14 @@ def write_rows(conn: sqlite3.Connection, batch: Batch) -> None:
     )
 
 
-# Single precision, as Chroma keeps them: a narrow filter's vector leg ranks by these
-# copies, with Chroma's own scores (half precision took more time to widen for the
-# product than to read: ~7 ns a component).
-VECTOR_DTYPE = np.dtype("<f4")
+VECTOR_DTYPE = np.dtype("<f2")  # half precision: the feedback step's centroid needs no more
 
 
 def vector_bytes(vectors: np.ndarray) -> tuple[bytes, int] | None:
     """A matrix of vectors (one row each) as the ``vectors`` blob of a batch, and the
-    width in bytes of one vector; None when some component does not fit single
-    precision (not finite, or beyond its range), and the vectors are then read from the
-    collection instead."""
+    width in bytes of one vector; None when some component does not fit half precision
+    (not finite, or beyond its range: a model's vectors are normalised, a caller's own
+    may not be), and the vectors are then read from the collection instead."""
     with np.errstate(over="ignore"):
         matrix = np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)
     if not np.isfinite(matrix).all():
@@ -297,7 +294,7 @@ def vector_bytes(vectors: np.ndarray) -> tuple[bytes, int] | None:
 
 
 def vector_of(blob: bytes) -> np.ndarray:
-    """A vector as :func:`vector_bytes` stored it."""
+    """A vector as :func:`vector_bytes` stored it, in single precision."""
     return np.frombuffer(blob, dtype=VECTOR_DTYPE).astype(np.float32)
 
 
