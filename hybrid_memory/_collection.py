@@ -17,7 +17,7 @@ from hybrid_memory._errors import (
     MemoryNotFoundError,
     StoreError,
 )
-from hybrid_memory._ownership import acquire
+from hybrid_memory._ownership import WRITE_OPERATIONS, acquire
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._write_marker import WriteMarker
@@ -57,6 +57,7 @@ class ChromaCollection:
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
         self._ownership = acquire(path) if path else None
+        self._own_writes = 0  # writes this object made on the path (see others_writes)
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
@@ -76,6 +77,9 @@ class ChromaCollection:
 
     def call(self, operation: str, **kwargs: Any) -> Any:
         """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
+        if operation in WRITE_OPERATIONS and self._ownership is not None:
+            self._own_writes += 1  # before the path's count: never seen as another's
+            self._ownership.note_write()
         try:
             return getattr(self._collection, operation)(**kwargs)
         except InvalidInputError:
@@ -282,6 +286,15 @@ class ChromaCollection:
         (:class:`~hybrid_memory._write_marker.WriteMarker`); None when it cannot tell
         (a server, a client the caller made, an in-memory store)."""
         return None if self._writes is None else self._writes.read()
+
+    def others_writes(self) -> int | None:
+        """How many writes anyone but this collection object has made on its embedded
+        path so far, as this process, the path's owner, counted them (its other stores,
+        and the writes it runs for other processes: :mod:`hybrid_memory._ownership`);
+        None when it cannot tell (not the owner, a server, an in-memory store)."""
+        ownership = self._ownership
+        begun = None if ownership is None or self._writes is None else ownership.writes_begun()
+        return None if begun is None else begun - self._own_writes
 
     def close(self) -> None:
         """Give this store's share of an embedded path back: the last store of this

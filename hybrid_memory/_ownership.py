@@ -72,6 +72,8 @@ _CLIENT_OPERATIONS = frozenset(
     {"get_or_create_collection", "get_max_batch_size", "delete_collection"}
 )
 _COLLECTION_OPERATIONS = frozenset({"get", "query", "add", "upsert", "delete", "count", "modify"})
+# The operations that write: counted, by the owner of a path, whoever asks for them.
+WRITE_OPERATIONS = frozenset({"add", "upsert", "delete", "modify", "delete_collection"})
 
 
 class RemoteChromaError(Exception):
@@ -147,6 +149,8 @@ class PathOwnership:
         # plain chromadb client of this process on the same spelling shares the system.
         self._chroma_path = chroma_path
         self.users = 0
+        self._writes_lock = threading.Lock()
+        self._writes_begun = 0  # see note_write
         self._lock_fd: int | None = None
         self._election = threading.Lock()
         self._started = False
@@ -212,6 +216,17 @@ class PathOwnership:
                     os.close(self._lock_fd)
                 self._lock_fd = None
             self._started = False
+
+    def note_write(self) -> None:
+        """A write is about to be made on the path: by a store of this process, or for
+        another process by this owner."""
+        with self._writes_lock:
+            self._writes_begun += 1
+
+    def writes_begun(self) -> int | None:
+        """How many writes :meth:`note_write` counted so far; None when this process does
+        not own the path (the writes of other processes then go elsewhere)."""
+        return None if self._chroma is None else self._writes_begun
 
     def perform(self, target: str | None, operation: str, kwargs: dict[str, Any]) -> Any:
         """One Chroma operation on the path: ``target`` is a collection name (None: the
@@ -318,7 +333,7 @@ class PathOwnership:
         try:
             self._chroma = _open_embedded(self._chroma_path)
             self._dispatch = _Dispatcher(self._chroma)
-            self._server = _Server(self.path, self._dispatch)
+            self._server = _Server(self.path, self._dispatch, self.note_write)
         except BaseException:
             if self._chroma is not None:
                 with contextlib.suppress(Exception):
@@ -475,11 +490,21 @@ class _Dispatcher:
         return result
 
 
+def _is_write(request: Any) -> bool:
+    """Whether a peer's request (``(target, operation, kwargs)``) asks for a write; a
+    malformed one counts as a write (the count only ever errs on the safe side)."""
+    try:
+        return request[1] in WRITE_OPERATIONS
+    except Exception:
+        return True
+
+
 class _Server:
     """The owner's loopback listener: one thread accepting, one thread per connection."""
 
-    def __init__(self, path: str, dispatch: _Dispatcher) -> None:
+    def __init__(self, path: str, dispatch: _Dispatcher, note_write: Callable[[], None]) -> None:
         self._dispatch = dispatch
+        self._note_write = note_write  # told before each write request is run
         self._key = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=self._key)
         self._address: tuple[str, int] = self._listener.address
@@ -527,6 +552,8 @@ class _Server:
                         connection.send(("closing", None))
                         return
                     self._busy += 1
+                    if _is_write(request):
+                        self._note_write()
                 try:
                     reply = self._answer(request)
                 finally:

@@ -376,3 +376,100 @@ def test_a_check_overlapping_an_own_write_asks_again(
     assert internals.writes % 2 == 0
     reader.add("a write of its own")
     assert internals.writes % 2 == 0
+
+
+def count_checks(internals: SyncInternals) -> list[str]:
+    checks: list[str] = []
+
+    def counting(check: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: Any) -> None:
+            checks.append("check")
+            check(*args)
+
+        return run
+
+    internals.wrap_check(counting)
+    return checks
+
+
+def test_a_store_writing_alone_stays_in_step_without_checks(tmp_path: Path) -> None:
+    """The store owns its path and nobody else writes: its own writes (add, update,
+    delete) keep the index in step, so a due check asks Chroma nothing."""
+    with open_store(tmp_path, sync_interval=INTERVAL) as store:
+        internals = SyncInternals(store)
+        # The first write also records the vectors' dimension on the collection, not
+        # as part of a write's two halves: the check after it runs.
+        store.add("a first note", id="first")
+        store.sync()  # in step now
+        checks = count_checks(internals)
+        store.add("the gate opens at nine", id="gate")
+        store.add_many([{"text": "the bridge closes at ten", "id": "bridge"}])
+        store.update("gate", text="the gate opens at eight")
+        store.add("a note to drop", id="drop")
+        store.delete("drop")
+        for intervals in (1.5, 2.5):  # due, then overdue
+            internals.make_due(intervals)
+            assert found(store, "gate eight") == ["gate"]
+            assert time.monotonic() - internals.last < INTERVAL  # counted as checked
+        assert checks == [] and not internals.running
+        assert index_ids(store) == {"first", "gate", "bridge"}
+
+
+def test_a_write_by_another_store_during_an_own_write_still_makes_the_check_run(
+    stores: tuple[HybridMemory, HybridMemory],
+) -> None:
+    """Another store of this process (its own index, as another agent's) writes while
+    this one is writing: the path's commits are not all this store's, so its write does
+    not vouch for the index, and the next due check runs and finds the other's memory."""
+    reader, other = stores
+    internals = SyncInternals(reader)
+    reader.add("a first note", id="first")  # records the dimension (see above)
+    reader.sync()
+    checks = count_checks(internals)
+    collection = reader._parts.collection
+    write = collection.write
+
+    def write_then_another(*args: Any, **kwargs: Any) -> Any:
+        result = write(*args, **kwargs)
+        other.add("the tower bell rings at noon", id="bell")
+        return result
+
+    collection.write = write_then_another  # type: ignore[method-assign]
+    reader.add("the gate opens at nine", id="gate")
+    collection.write = write  # type: ignore[method-assign]
+    internals.make_due(1.5)
+    reader.search("anything at all")
+    wait_for(lambda: "bell" in index_ids(reader))
+    assert checks == ["check"]
+    assert index_ids(reader) >= {"gate", "bell"}
+
+
+def test_the_owner_counts_the_writes_it_runs_for_other_processes(tmp_path: Path) -> None:
+    """A real second process on the path: its writes go through this process, the owner,
+    which counts them, so this store's own writes cannot vouch for the index while the
+    other's run; its next due check runs and finds them."""
+    from ..conftest import SeededEmbedding
+    from .test_multiprocess import Agent
+
+    path = tmp_path / "memory"
+    with HybridMemory(
+        path, embedding=SeededEmbedding(), embedding_name="seeded-64", sync_interval=INTERVAL
+    ) as owner:
+        owner.add("a first note", id="first")
+        collection = owner._parts.collection
+        others = collection.others_writes()
+        assert others is not None  # this process owns the path
+        agent = Agent(path)
+        try:
+            assert agent("role") == {"owner": False}
+            agent("add_many", texts=["the gate opens at nine", "the bridge closes at ten"])
+            assert (collection.others_writes() or 0) > others
+            internals = SyncInternals(owner)
+            checks = count_checks(internals)
+            owner.add("the tower bell rings at noon", id="bell")
+            internals.make_due(1.5)
+            owner.search("anything at all")
+            wait_for(lambda: checks == ["check"] and not internals.running)
+            assert owner.count() == 4
+        finally:
+            agent.close()

@@ -16,7 +16,7 @@ def _nothing(target: str, operation: str, kwargs: dict[str, Any]) -> Any:
 
 
 def test_stop_returns_when_the_accepting_thread_already_left(tmp_path: Path) -> None:
-    server = _Server(str(tmp_path), _nothing)
+    server = _Server(str(tmp_path), _nothing, lambda: None)
     server._closing = True  # the owner began to close...
     # ...and a peer came: the accepting thread takes it, sees the owner closing, and leaves.
     peer = _connect(server._address, server._key)
@@ -34,7 +34,7 @@ def test_stop_returns_when_the_accepting_thread_already_left(tmp_path: Path) -> 
 
 
 def test_stop_wakes_an_accepting_thread_that_waits(tmp_path: Path) -> None:
-    server = _Server(str(tmp_path), _nothing)
+    server = _Server(str(tmp_path), _nothing, lambda: None)
     assert server._accepting.is_alive()
     server.stop()
     assert not server._accepting.is_alive()
