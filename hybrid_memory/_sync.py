@@ -292,10 +292,9 @@ class IndexSync:
         was in step before it and nobody else wrote meanwhile: this process owns the
         embedded path, and neither its other stores nor other processes (whose writes
         it runs) wrote, so every commit to the path since was this write's, both halves
-        of which are done here. Without this, each
-        write of a store's own made the next check due, and a check (a Chroma count and
-        filtered read: ~0.4 s at a million memories) slowed the searches and writes
-        beside it."""
+        of which are done here. Without this, each write of a store's own made the next
+        check due, and a check (a Chroma count and filtered read: ~0.4 s at a million
+        memories) slowed the searches and writes beside it."""
         in_step = self._in_step_at
         others = None if in_step is None else self._collection.others_writes()
         unchanged = others is not None and self._collection.write_marker() == in_step
