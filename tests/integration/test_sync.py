@@ -121,6 +121,21 @@ def record_sync_threads(store: HybridMemory) -> list[str]:
     return threads
 
 
+def count_checks(internals: SyncInternals) -> list[str]:
+    """A list that gets one entry per background check from now on."""
+    checks: list[str] = []
+
+    def counting(check: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: Any) -> None:
+            checks.append("check")
+            check(*args)
+
+        return run
+
+    internals.wrap_check(counting)
+    return checks
+
+
 def found(store: HybridMemory, query: str) -> list[str]:
     return [h.id for h in store.search(query, alpha=0.0)]
 
@@ -177,16 +192,7 @@ def test_no_check_while_nobody_wrote(stores: tuple[HybridMemory, HybridMemory]) 
     internals = SyncInternals(reader)
     reader.sync()  # in step now
     threads = record_sync_threads(reader)
-    checks: list[str] = []
-
-    def counting(check: Callable[..., None]) -> Callable[..., None]:
-        def run(*args: Any) -> None:
-            checks.append("check")
-            check(*args)
-
-        return run
-
-    internals.wrap_check(counting)
+    checks = count_checks(internals)
     for intervals in (1.5, 2.5):  # due, then overdue
         internals.make_due(intervals)
         reader.search("anything at all")
@@ -376,20 +382,6 @@ def test_a_check_overlapping_an_own_write_asks_again(
     assert internals.writes % 2 == 0
     reader.add("a write of its own")
     assert internals.writes % 2 == 0
-
-
-def count_checks(internals: SyncInternals) -> list[str]:
-    checks: list[str] = []
-
-    def counting(check: Callable[..., None]) -> Callable[..., None]:
-        def run(*args: Any) -> None:
-            checks.append("check")
-            check(*args)
-
-        return run
-
-    internals.wrap_check(counting)
-    return checks
 
 
 def test_a_store_writing_alone_stays_in_step_without_checks(tmp_path: Path) -> None:
