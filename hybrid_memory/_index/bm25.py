@@ -38,6 +38,7 @@ from hybrid_memory._index.reads import IndexReads, MemoryIds
 from hybrid_memory._index.writes import Batch, fts_text, take_new_tokens
 
 _KEPT_WORDS = 50_000  # query words whose FTS5 terms are remembered
+_NAMING_PAGE = 50_000  # rows whose ids are read at a time when postings are built
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
 # that carry the question. Memories keep them, so phrase-like evidence survives.
@@ -340,6 +341,7 @@ class KeywordSearch:
             self.postings.remove(batch.replaced)
             rowids = np.arange(batch.base, batch.base + len(batch.rows), dtype=np.int64)
             self.postings.add(rowids, parse_tokens(tokens))
+            self.postings.name(rowids.tolist(), [r.id for r in batch.rows])
         except Exception:
             self.postings = None
 
@@ -370,22 +372,24 @@ class KeywordSearch:
             return None
         if len(new):
             rows = self._conn.execute(
-                "SELECT rowid, text FROM memories WHERE rowid > ?", (high,)
+                "SELECT rowid, text, id FROM memories WHERE rowid > ?", (high,)
             ).fetchall()
             self._add_rows(rows)
         return gone, high
 
-    def _add_rows(self, rows: Sequence[tuple[int, str]]) -> None:
-        """Add rows to the postings, tokenised by a scratch FTS5 table with the index's
-        own tokenizer."""
+    def _add_rows(self, rows: Sequence[tuple[int, str, str]]) -> None:
+        """Add rows ``(row id, text, memory id)`` to the postings, tokenised by a scratch
+        FTS5 table with the index's own tokenizer."""
         if self.postings is None or not rows:
             return
         self._conn.executemany(
             "INSERT INTO temp.new_texts(rowid, text) VALUES (?, ?)",
-            [(rowid, fts_text(text)) for rowid, text in rows],
+            [(rowid, fts_text(text)) for rowid, text, _ in rows],
         )
         tokens = parse_tokens(take_new_tokens(self._conn))
-        self.postings.add(np.array([r for r, _ in rows], dtype=np.int64), tokens)
+        rowids = [r for r, _, _ in rows]
+        self.postings.add(np.array(rowids, dtype=np.int64), tokens)
+        self.postings.name(rowids, [memory_id for _, _, memory_id in rows])
 
 
 def _build_postings(conn: sqlite3.Connection) -> Postings:
@@ -395,6 +399,9 @@ def _build_postings(conn: sqlite3.Connection) -> Postings:
     rowids = np.array([r[0] for r in conn.execute("SELECT rowid FROM memories")], dtype=np.int64)
     try:
         postings.add(rowids, parse_tokens(tokens))
+        named = conn.execute("SELECT rowid, id FROM memories")
+        while page := named.fetchmany(_NAMING_PAGE):  # a page of ids in memory at a time
+            postings.name([r for r, _ in page], [i for _, i in page])
     except ValueError as exc:  # the FTS rows and the memories disagree
         raise IndexDamaged(f"the keyword index's tables disagree: {exc}") from exc
     return postings

@@ -59,7 +59,7 @@ class KeywordIndex:
         """The in-memory parts over the (re)opened file, empty."""
         conn, file = self.file.conn, self.file
         self.reads = IndexReads(conn)
-        self.ids_cache = MemoryIds(conn)
+        self.ids_cache = MemoryIds(conn, lambda: self.keywords.postings)
         self.keywords = KeywordSearch(
             conn,
             file.tokenizer,

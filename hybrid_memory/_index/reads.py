@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from hybrid_memory._filters import RESERVED_FIELDS, TAGS_FIELD, Node, fields_of, matches, to_sql
-from hybrid_memory._index.postings import IntArray
+from hybrid_memory._index.postings import IntArray, Postings
 from hybrid_memory._index.writes import IndexRow
 
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
@@ -68,41 +68,56 @@ class MemoryIds:
     forgets the memories each write touches (:meth:`written`), and all of them when another
     connection wrote (:meth:`clear_rowids`)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, postings: Callable[[], Postings | None] = lambda: None
+    ) -> None:
         self._conn = conn
+        self._postings = postings  # the keyword leg's postings, which name their rows
         self._ids: dict[int, str] = {}
         self._rows: dict[str, int] = {}
 
     def ids_of(self, rowids: list[int]) -> dict[int, str]:
-        """The memory id of each of ``rowids`` still indexed."""
+        """The memory id of each of ``rowids`` still indexed: remembered, else named by
+        the postings, else read."""
         known = self._ids
-        missing = [r for r in rowids if r not in known]
+        found = {r: known[r] for r in rowids if r in known}
+        missing = [r for r in rowids if r not in found]
         if missing:
-            found = self._conn.execute(
-                "SELECT rowid, id FROM memories WHERE rowid IN (SELECT value FROM json_each(?))",
-                [json.dumps(missing)],
-            ).fetchall()
-            self._remember(found)
-        return {r: known[r] for r in rowids if r in known}
-
-    def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
-        """:func:`rowids_of`, the ids of rows seen lately known without SQL (the vector
-        leg's hits, whose row ids the tag leg asks for on every search, among them)."""
-        known = self._rows
-        found = {i: known[i] for i in ids if i in known}
-        if len(found) < len(ids):
-            read = rowids_of(self._conn, [i for i in ids if i not in found])
-            self._remember([(row, memory_id) for memory_id, row in read.items()])
-            found.update(read)
+            postings = self._postings()
+            named = {} if postings is None else postings.ids_of(missing)
+            if len(named) < len(missing):
+                read = self._conn.execute(
+                    "SELECT rowid, id FROM memories "
+                    "WHERE rowid IN (SELECT value FROM json_each(?))",
+                    [json.dumps([r for r in missing if r not in named])],
+                )
+                named.update(read.fetchall())
+            self._remember(named)
+            found.update(named)
         return found
 
-    def _remember(self, found: Sequence[tuple[int, str]]) -> None:
-        """Keep ``(row id, memory id)`` pairs read from the table, in both directions."""
+    def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """:func:`rowids_of`: remembered, else from the postings, else read."""
+        known = self._rows
+        found = {i: known[i] for i in ids if i in known}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            rows = self._postings()
+            held = {} if rows is None else rows.rows_of(missing)
+            if len(held) < len(missing):
+                held.update(rowids_of(self._conn, [i for i in missing if i not in held]))
+            self._remember({row: memory_id for memory_id, row in held.items()})
+            found.update(held)
+        return found
+
+    def _remember(self, found: Mapping[int, str]) -> None:
+        """Keep ``{row id: memory id}`` pairs, in both directions: the rows that searches
+        rank are asked for again and again, and a dict answers fastest."""
         if len(self._ids) + len(found) > _KEPT_IDS:
             self._ids.clear()
             self._rows.clear()
         self._ids.update(found)
-        self._rows.update((memory_id, row) for row, memory_id in found)
+        self._rows.update((memory_id, row) for row, memory_id in found.items())
 
     def written(self, ids: Iterable[str]) -> None:
         for memory_id in ids:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_memory._filters import parse_filter
+from hybrid_memory._index import postings as postings_module
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
@@ -437,3 +439,123 @@ def test_row_ids_beyond_32_bits_are_refused_and_nothing_changes() -> None:
         postings.add(np.array([2**31]), tokens([("a", np.array([2**31]))]))
     assert postings.high == 2 and len(postings) == 2
     assert postings.scores(["a"])[0].tolist() == [1, 2]
+
+
+def test_rows_are_named_by_their_memory_ids_whatever_their_length() -> None:
+    ids = {
+        1: "9f1c2e3d4b5a69788796a5b4c3d2e1f0",  # a generated id: 32 bytes, the array's width
+        2: "m2",
+        3: "é" * 16,  # 32 bytes of UTF-8
+        4: "é" * 17,  # 34: kept aside
+        5: "ends with a NUL\0",  # numpy would drop the NUL: kept aside
+        6: "x" * 200,
+    }
+    postings = Postings()
+    postings.add(np.array(list(ids)), tokens([("a", np.array(list(ids)))]))
+    postings.name(list(ids), list(ids.values()))
+    assert postings.ids_of([6, 5, 4, 3, 2, 1]) == {r: ids[r] for r in (6, 5, 4, 3, 2, 1)}
+    postings.remove([2, 4])
+    assert postings.ids_of([1, 2, 3, 4, 99, -1]) == {1: ids[1], 3: ids[3]}
+    # Names survive the arrays' growth; a row added without one is not named.
+    many = np.arange(10, 5000)
+    postings.add(many, tokens([("b", many)]))
+    assert postings.ids_of([1, 5, 10]) == {1: ids[1], 5: ids[5]}
+    with pytest.raises(ValueError, match="not in the postings"):
+        postings.name([5001], ["later"])
+    # An id whose first 32 bytes are a stored one's is not that one, even when the
+    # hashes say so.
+    with patch.object(postings_module, "hash", lambda _: 7, create=True):
+        alone = Postings()
+        alone.add(np.array([1]), tokens([("a", np.array([1]))]))
+        alone.name([1], ["x" * 32])
+        alone._merge_recent()
+        assert alone.rows_of(["x" * 32, "x" * 40]) == {"x" * 32: 1}
+    with pytest.raises(ValueError, match="2 rows but 1 ids"):
+        postings.name([10, 11], ["m10"])
+
+
+# Ids of every kind: short, 32 bytes of UTF-8, longer than 32 bytes, one whose first 32
+# bytes are another's, one ending with a NUL.
+IDS = ["a", "b", "d", "é" * 20, "x" * 32, "x" * 40, "y\0"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["write", "remove"]),
+            st.lists(st.sampled_from(IDS), max_size=4),
+        ),
+        max_size=25,
+    ),
+    collide=st.booleans(),
+)
+def test_ids_and_rows_follow_every_write_as_a_dict_would(
+    steps: list[tuple[str, list[str]]], collide: bool
+) -> None:
+    """Named rows looked up both ways through writes (an id written again moves to a new
+    row), removals, merges of the recent ids into the sorted hashes, and hashes that
+    all collide."""
+    postings, model, row = Postings(), {}, 0
+    with (
+        patch.object(postings_module, "_MERGE_MIN", 3),
+        patch.object(postings_module, "hash", (lambda _: 7) if collide else hash, create=True),
+    ):
+        for action, ids in steps:
+            ids = list(dict.fromkeys(ids))
+            if action == "remove":
+                postings.remove([model.pop(i) for i in ids if i in model])
+                continue
+            postings.remove([model[i] for i in ids if i in model])
+            rows = list(range(row + 1, row + 1 + len(ids)))
+            row += len(ids)
+            postings.add(np.array(rows), tokens([("t", np.array(rows))]) if rows else tokens([]))
+            postings.name(rows, ids)
+            model.update(zip(ids, rows, strict=True))
+            assert postings.rows_of([*IDS, "never"]) == model
+            assert postings.ids_of(list(range(-1, row + 2))) == {r: i for i, r in model.items()}
+
+
+def test_ranked_rows_are_named_without_sql(tmp_path: Path) -> None:
+    """The postings name the rows they rank, and find the rows of memory ids, however
+    they got them: written by this connection, by another one, or read when a reopened
+    index builds them."""
+    path = str(tmp_path / "index.sqlite3")
+    writer = KeywordIndex(path, TOKENIZER)
+    writer.upsert(random_rows(random.Random(7), 300))
+    reader = KeywordIndex(path, TOKENIZER)
+    mine = "mine-" + "é" * 40
+
+    def lookups(index: KeywordIndex, query: str) -> list[str]:
+        seen: list[str] = []
+        index.ids_cache.clear()  # nothing remembered: every row is named afresh
+        index.file.conn.set_trace_callback(seen.append)
+        try:
+            hits = index.search(query, 50)
+            index.ids_cache.clear()
+            held = index.holding_every(["quasar"], ["m1", "theirs", mine, "absent"])
+        finally:
+            index.file.conn.set_trace_callback(None)
+        assert_same(hits, fts_ranking(index, query, 50))
+        assert held == ["theirs", mine]
+        naming = ("SELECT rowid, id FROM memories WHERE", "SELECT id, rowid FROM memories WHERE")
+        return [s for s in seen if s.startswith(naming)]
+
+    while reader.keywords.postings is None:  # built aside from the file
+        reader.search("wing", 1)
+    writer.upsert([IndexRow("theirs", "quasar wing", (), {}, "t", 1.0)])
+    reader.upsert([IndexRow(mine, "quasar flow", (), {}, "q", 1.0)])
+    for index in (writer, reader):
+        for query in QUERIES:
+            # Only the id nobody wrote is looked for in the table.
+            assert lookups(index, query) == [
+                "SELECT id, rowid FROM memories WHERE id IN ('absent')"
+            ]
+        assert {i for i, _ in index.search("quasar", 10)} == {"theirs", mine}
+    # Without postings (being built), the rows are named from the table.
+    writer.keywords.postings = None
+    writer.keywords._built = None
+    assert writer.ids_cache.ids_of([1, 2]) == {1: "m0", 2: "m1"}
+    assert writer.ids_cache.rowids_of(["m1", "theirs"]) == {"m1": 2, "theirs": 301}
+    writer.close()
+    reader.close()
