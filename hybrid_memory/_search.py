@@ -76,6 +76,12 @@ class Searcher:
         """``warming``: why the keyword index cannot rank yet (it is being filled; see
         :class:`~hybrid_memory._sync.IndexSync`): the vector leg answers alone, in
         ``fallback_mode``. Only an unfiltered search runs so."""
+        # Other processes' writes are looked for once, at the start (each call into the
+        # index would look again).
+        with self._index.one_view():
+            return self._search(query, s, warming)
+
+    def _search(self, query: Query, s: HybridMemorySettings, warming: str | None) -> SearchResult:
         if warming is not None:
             return self._vector_only(query, s, warming)
         index, node, exclude = self._index, query.node, query.exclude

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from pathlib import Path
 from unittest.mock import patch
 
@@ -334,6 +335,38 @@ def test_another_connections_writes_are_seen(tmp_path: Path) -> None:
     writer.upsert([IndexRow("theirs", "pulsar quasar", (), {}, "t", 1.0)])
     assert {i for i, _ in reader.search("pulsar", 10)} == {"m3", "new", "mine", "theirs"}
     assert_same(reader.search("pulsar", 10), fts_ranking(reader, "pulsar", 10))
+    writer.close()
+    reader.close()
+
+
+def test_one_view_looks_for_other_connections_writes_once(tmp_path: Path) -> None:
+    """A search's reads see other connections' writes as of its start, each thread its
+    own view; the next view sees them."""
+    path = str(tmp_path / "shared.sqlite3")
+    writer = KeywordIndex(path, TOKENIZER)
+    writer.upsert(random_rows(random.Random(8), 50))
+    reader = KeywordIndex(path, TOKENIZER)
+    while reader.keywords.postings is None:  # built aside from the file
+        reader.search("wing", 1)
+    looks: list[str] = []
+    reader.file.conn.set_trace_callback(
+        lambda sql: looks.append(sql) if sql == "PRAGMA data_version" else None
+    )
+    with reader.one_view():
+        assert reader.search("pulsar", 10) == []
+        writer.upsert([IndexRow("new", "pulsar", (), {}, "n", 1.0)])
+        assert reader.search("pulsar", 10) == []
+        assert reader.count() == 50
+        assert reader.rows(["m3"]).keys() == {"m3"}
+        assert len(looks) == 1  # the view's start
+        other: list[list] = []  # another thread, outside any view: sees the write
+        thread = threading.Thread(target=lambda: other.append(reader.search("pulsar", 10)))
+        thread.start()
+        thread.join()
+        assert [i for i, _ in other[0]] == ["new"]
+    assert [i for i, _ in reader.search("pulsar", 10)] == ["new"]
+    assert reader.count() == 51
+    reader.file.conn.set_trace_callback(None)
     writer.close()
     reader.close()
 
