@@ -128,6 +128,47 @@ def test_term_frequencies_count_occurrences_in_any_order() -> None:
     assert [a.tolist() for a in term_frequencies(nothing.sizes, nothing.docs)] == [[], [], []]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=st.lists(
+        st.dictionaries(
+            st.sampled_from(["a", "b", "c", "d", "e"]),
+            st.lists(st.integers(0, 3), max_size=6),  # a row per occurrence, of the batch's 4
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    single=st.booleans(),
+)
+def test_a_few_tokens_are_added_as_numpy_adds_many(
+    batches: list[dict[str, list[int]]], single: bool
+) -> None:
+    """The Python path for small batches (a memory added, or a few) leaves the postings
+    exactly as the numpy path does."""
+    few, many = Postings(), Postings()
+    for n, batch in enumerate(batches):
+        rows = np.arange(1 + 4 * n, 2 + 4 * n if single else 5 + 4 * n)
+        # an occurrence's row: the batch's one row, or one of its four
+        occurrences = [
+            (t, [rows[0] + (0 if single else at) for at in ats]) for t, ats in batch.items()
+        ]
+        given = tokens([(term, np.array(at, dtype=np.int64)) for term, at in occurrences])
+        for postings, limit in ((few, 10**9), (many, -1)):
+            with patch.object(postings_module, "_FEW_TOKENS", limit):
+                postings.add(rows, given)
+    assert len(few) == len(many) and few.high == many.high
+    every = ["a", "b", "c", "d", "e"]
+
+    def held(postings: Postings) -> list[tuple[str, list[int], list[float]]]:
+        return sorted((t, r.tolist(), f.tolist()) for t, r, f in postings.each_term())
+
+    assert held(few) == held(many)
+    assert [a.tolist() for a in few.scores(every)] == [a.tolist() for a in many.scores(every)]
+    with pytest.raises(ValueError, match="not among the new rows"):
+        few.add(np.array([few.high + 1]), tokens([("a", np.array([few.high + 2]))]))
+    assert [a.tolist() for a in few.scores(every)] == [a.tolist() for a in many.scores(every)]
+
+
 def test_best_first_breaks_ties_by_row_even_at_the_cut() -> None:
     rows = np.array([9, 4, 7, 1, 5])
     scores = np.array([1.0, 2.0, 1.0, 1.0, 3.0])
