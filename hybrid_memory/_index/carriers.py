@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,46 +24,82 @@ import numpy.typing as npt
 from hybrid_memory._index.postings import FloatArray, IntArray
 
 BoolArray = npt.NDArray[np.bool_]
+_T = TypeVar("_T", bound=np.generic)
 
 CAPACITY = 2_000_000  # carrier entries kept over all tags (16 bytes each); least recent go first
 
 
 class _Tag:
     """One tag's carriers: row ids ascending, their creation times, and (once asked
-    for) their positions newest first."""
+    for) their positions oldest first.
 
-    __slots__ = ("_newest", "created", "rows")
+    The arrays keep room to grow: carriers above every held row (new memories) are
+    written in place, and when they are also the newest (a memory just stored) their
+    positions go at the end of the time order. Copying every carrier of a common tag on
+    each add cost a time that grows with the store."""
+
+    __slots__ = ("_created", "_oldest", "_rows", "_size")
 
     def __init__(self, rows: IntArray, created: FloatArray) -> None:
-        self.rows = rows
-        self.created = created
-        self._newest: IntArray | None = None
+        self._rows = rows
+        self._created = created
+        self._size = len(rows)
+        self._oldest: IntArray | None = None  # positions oldest first (its first _size)
+
+    @property
+    def rows(self) -> IntArray:
+        return self._rows[: self._size]
+
+    @property
+    def created(self) -> FloatArray:
+        return self._created[: self._size]
 
     def newest_first(self) -> IntArray:
         # Ties in time: the later row first (as SQLite reads a (tag, created_at) index
         # backwards, which the SQL form of this leg does).
-        if self._newest is None:
-            self._newest = np.lexsort((-self.rows, -self.created))
-        return self._newest
+        if self._oldest is None:
+            self._oldest = np.lexsort((self.rows, self.created))
+        return self._oldest[: self._size][::-1]
 
-    def appended(self, rows: IntArray, created: FloatArray) -> _Tag:
-        """This tag with carriers above every held row added, its newest-first order
-        kept by merging (sorting it afresh after every single add would cost the next
-        search a sort of every carrier of a common tag)."""
-        grown = _Tag(np.concatenate([self.rows, rows]), np.concatenate([self.created, created]))
-        if self._newest is not None:
-            order = np.lexsort((-rows, -created))  # the new rows, newest first
-            # A new row is above every held row: among equal times it comes first.
-            at = np.searchsorted(-self.created[self._newest], -created[order], side="left")
-            grown._newest = np.insert(self._newest, at, len(self.rows) + order)
-        return grown
+    def append(self, rows: IntArray, created: FloatArray) -> None:
+        """Add carriers above every held row (``rows`` ascending)."""
+        held, added = self._size, len(rows)
+        room = held + added + (held >> 3) + 16  # an eighth more: amortised copies
+        if held + added > len(self._rows):
+            self._rows = _with_room(self._rows, held, room)
+            self._created = _with_room(self._created, held, room)
+        if self._oldest is not None and held + added > len(self._oldest):
+            self._oldest = _with_room(self._oldest, held, room)
+        self._rows[held : held + added] = rows
+        self._created[held : held + added] = created
+        self._size = held + added
+        if self._oldest is None:
+            return
+        order = held + np.lexsort((rows, created))  # the new positions, oldest first
+        times = self._created[order]
+        if not held or times[0] >= self._created[self._oldest[held - 1]]:
+            self._oldest[held : held + added] = order  # newer than every held carrier
+            return
+        # Among the held ones by time; a new row, above every held one, comes after
+        # those of equal time.
+        oldest = self._oldest[:held]
+        at = np.searchsorted(self._created[oldest], times, side="right")
+        self._oldest = np.insert(oldest, at, order)
 
     def positions(self, rows: IntArray) -> tuple[IntArray, BoolArray]:
         """Where each of ``rows`` sits in this tag's rows, and whether it is there."""
-        at = np.searchsorted(self.rows, rows)
-        found = at < len(self.rows)
-        found[found] = self.rows[at[found]] == rows[found]
+        held = self.rows
+        at = np.searchsorted(held, rows)
+        found = at < len(held)
+        found[found] = held[at[found]] == rows[found]
         return at, found
+
+
+def _with_room(values: npt.NDArray[_T], used: int, size: int) -> npt.NDArray[_T]:
+    """``values[:used]`` copied into a new array of ``size`` entries."""
+    grown = np.empty(size, dtype=values.dtype)
+    grown[:used] = values[:used]
+    return grown
 
 
 class TagCarriers:
@@ -154,15 +191,17 @@ class TagCarriers:
                 entry[1].append(when)
         for tag, (added, times) in new.items():
             held = self._tags[tag]
+            before = len(held.rows)
             rows = np.asarray(added, dtype=np.int64)
             created = np.asarray(times, dtype=np.float64)
-            if (not len(held.rows) or rows.min() > held.rows[-1]) and (np.diff(rows) > 0).all():
-                grown = held.appended(rows, created)
+            if (not before or rows.min() > held.rows[-1]) and (np.diff(rows) > 0).all():
+                held.append(rows, created)
             else:  # among the held rows, or repeated: sorted and kept once
                 merged, first = np.unique(np.concatenate([held.rows, rows]), return_index=True)
-                grown = _Tag(merged, np.concatenate([held.created, created])[first])
-            self._size += len(grown.rows) - len(held.rows)
-            self._tags[tag] = grown
+                held = self._tags[tag] = _Tag(
+                    merged, np.concatenate([held.created, created])[first]
+                )
+            self._size += len(held.rows) - before
 
     def remove(self, rows: Sequence[int]) -> None:
         """Index rows gone (deleted, or replaced by an update's new row)."""

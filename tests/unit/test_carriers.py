@@ -100,3 +100,32 @@ def test_tags_a_search_is_reading_are_kept_past_capacity() -> None:
     assert carriers.missing(["a", "b"]) == []  # both stay while the search needs them
     carriers.put("c", ints(7), floats(7))
     assert carriers.missing(["a", "b", "c"]) == ["a"]  # the oldest goes, till it fits
+
+
+def test_memories_added_one_at_a_time_keep_every_answer_exact() -> None:
+    """Rows appended one by one, as adds do: mostly the newest (written in place, at the
+    end of the time order), sometimes older or tied (merged into it), the order read
+    at any point, and the capacity counting every carrier once."""
+    rng = np.random.default_rng(5)
+    carriers = TagCarriers(capacity=10_000)
+    rows = np.arange(1, 402, dtype=np.int64)
+    created = np.cumsum(rng.integers(0, 3, size=401)).astype(np.float64)  # ties too
+    older = rng.random(401) < 0.1
+    created[older] -= rng.integers(1, 50, size=int(older.sum()))
+    carriers.put("t", rows[:1], created[:1])
+    carriers.put("u", ints(), floats())
+    for n in range(1, 401):
+        carriers.add([int(rows[n])], [("t", "u")], [float(created[n])])
+        if n % 7 == 0 or n > 390:
+            fresh = TagCarriers()
+            fresh.put("t", rows[: n + 1], created[: n + 1])
+            for got, expected in zip(
+                carriers.newest("t", 1000), fresh.newest("t", 1000), strict=True
+            ):
+                assert got.tolist() == expected.tolist()
+            asked = rng.integers(0, n + 3, size=20)
+            for got, expected in zip(
+                carriers.counts(asked, ["t"]), fresh.counts(asked, ["t"]), strict=True
+            ):
+                assert got.tolist() == expected.tolist()
+    assert carriers._size == 401 + 400  # "t" holds 401, "u" 400
