@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from hybrid_memory._filters import parse_filter
 from hybrid_memory._index import postings as postings_module
+from hybrid_memory._index import reads as reads_module
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
@@ -633,3 +634,20 @@ def test_ranked_rows_are_named_without_sql(tmp_path: Path) -> None:
     assert writer.ids_cache.rowids_of(["m1", "theirs"]) == {"m1": 2, "theirs": 301}
     writer.close()
     reader.close()
+
+
+def test_a_full_id_cache_still_answers_every_id() -> None:
+    """When the remembered ids fill up during a look-up (and are emptied), the answer
+    still holds the ids that were remembered before it."""
+    index = KeywordIndex(None, TOKENIZER)
+    index.upsert(random_rows(random.Random(9), 6))
+    index.keywords.postings = None  # nothing named by the postings: remembered, else read
+    index.keywords._built = None
+    ids = index.ids_cache
+    with patch.object(reads_module, "_KEPT_IDS", 4):
+        assert ids.ids_of([1, 2, 3]) == {1: "m0", 2: "m1", 3: "m2"}
+        assert ids.ids_of([1, 2, 3, 4, 5]) == {1: "m0", 2: "m1", 3: "m2", 4: "m3", 5: "m4"}
+        ids.clear()
+        assert ids.rowids_of(["m0", "m1", "m2"]) == {"m0": 1, "m1": 2, "m2": 3}
+        assert ids.rowids_of(["m0", "m1", "m4", "m5"]) == {"m0": 1, "m1": 2, "m4": 5, "m5": 6}
+    index.close()
