@@ -102,8 +102,8 @@ class MemoryIds:
         found = {i: known[i] for i in ids if i in known}
         missing = [i for i in ids if i not in found]
         if missing:
-            rows = self._postings()
-            held = {} if rows is None else rows.rows_of(missing)
+            postings = self._postings()
+            held = {} if postings is None else postings.rows_of(missing)
             if len(held) < len(missing):
                 held.update(rowids_of(self._conn, [i for i in missing if i not in held]))
             self._remember({row: memory_id for memory_id, row in held.items()})
