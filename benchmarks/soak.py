@@ -240,6 +240,12 @@ def verify(memory: Any, expected: dict[str, Any]) -> dict[str, Any]:
             by_vector = {h.id: h.ranks for h in memory.search(want["text"], k=10)}
             if "vector" not in by_vector.get(memory_id, {}):
                 result["vector_misses"].append(memory_id)
+                # What a miss looked like, for the report: its ranks in a deeper search
+                # (None: not among 100) and the top 10's.
+                deeper = {h.id: h.ranks for h in memory.search(want["text"], k=100)}
+                detail = {"id": memory_id, "ranks": deeper.get(memory_id)}
+                detail["top"] = list(by_vector.values())
+                result.setdefault("vector_miss_details", []).append(detail)
         for memory_id in expected["gone"] - expected["uncertain"]:
             with contextlib.suppress(MemoryNotFoundError):
                 memory.get(memory_id)
@@ -387,6 +393,8 @@ def summarise(
             key: len(check[key])
             for key in ("lost", "wrong_text", "not_deleted", "keyword_misses", "vector_misses")
         }
+        if check.get("vector_miss_details"):
+            summary["vector_miss_details"] = check["vector_miss_details"][:3]
         summary["count"] = check.get("count")
         summary["index_count"] = check.get("index_count")
         checks[label] = summary

@@ -36,8 +36,6 @@ log = logging.getLogger("hybrid_memory")
 # Writes of other processes while a fill reads the collection are caught up from the
 # fill's start on this process's clock, less this margin for clocks that disagree.
 _CLOCK_SLACK = 300.0
-# A read of the collection's ids counts as taken this long before it started.
-_SNAPSHOT_SLACK = 1.0
 # The periodic check asks Chroma for a count and a filtered read, which take time in
 # proportion to the collection (40 ms at 100,000 memories, ~0.4 s at a million, on this
 # project's 2-core machine): it is due no sooner than this many times its own last
@@ -114,12 +112,11 @@ class IndexSync:
             with self._checking:
                 if self.closed:
                     return
-                since = now_timestamp() - _SNAPSHOT_SLACK
                 in_collection = self._collection.all_ids()
 
                 def compare() -> None:
                     with self._lock:
-                        if self._reconcile(in_collection, since):
+                        if self._reconcile(in_collection):
                             self._tags.invalidate()
 
                 self.rebuilding_on_damage(compare)
@@ -322,24 +319,28 @@ class IndexSync:
             return True
         return index.count() != self._collection.count()
 
-    def _reconcile(self, in_collection: set[str] | None = None, since: float | None = None) -> bool:
+    def _reconcile(self, in_collection: set[str] | None = None) -> bool:
         """Make the index hold exactly the collection's ids; True if it changed. Under
-        the write lock. ``in_collection``: the collection's ids when read before (from
-        ``since`` on this clock): an indexed memory missing from them that was written
-        after ``since`` may be newer than the read, and is kept (a later check decides)."""
+        the write lock. ``in_collection``: the collection's ids when read before.
+
+        The collection's ids are read before the index's, and other processes write
+        meanwhile (their memory goes to the collection, then to the index): an id the
+        index holds and that read lacked may be newer than the read, or skipped by it
+        (the read pages by offset, and a delete shifts the pages). So the collection is
+        asked again about those, inside the index's delete, while no other write can
+        commit to the index; only what it still lacks is stale. (A memory another agent
+        wrote during a reconcile used to be dropped from the index all processes on the
+        path share, and stayed out while nobody wrote: a store whose check found the
+        index in step skips checks until the collection changes.)"""
         if in_collection is None:
             in_collection = self._collection.all_ids()
         indexed = self._index.ids()
         stale = indexed - in_collection
-        if stale and since is not None:
-            rows = self._index.rows(sorted(stale))
-            stale = {i for i in stale if i not in rows or rows[i].updated_at < since}
-        if stale:
-            self._index.delete(stale)
+        removed = self._index.delete(stale, unless=self._collection.existing) if stale else 0
         missing = sorted(in_collection - indexed)
         for page in self._collection.rows_by_id(missing):
             self._index.upsert(page)
-        return bool(stale or missing)
+        return bool(removed or missing)
 
     # --- damage ----------------------------------------------------------------------------
 

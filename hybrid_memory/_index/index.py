@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import wait
 
 import numpy as np
@@ -163,14 +163,28 @@ class KeywordIndex:
             self.tags.written(batch)
             self.file.committed()
 
-    def delete(self, ids: Iterable[str]) -> int:
-        """Remove memories by id; returns how many were present."""
+    def delete(
+        self,
+        ids: Iterable[str],
+        *,
+        unless: Callable[[list[str]], Collection[str]] | None = None,
+    ) -> int:
+        """Remove memories by id; returns how many were removed.
+
+        ``unless``: which of the ids present must stay, asked inside the write
+        transaction, while no other connection can commit a write. A reconcile passes
+        the collection's answer: a writer commits its index rows only after the
+        collection took them, so an id the collection lacks at that moment is not
+        being written by anyone (what it lacked at an earlier read may have been)."""
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
             self.reads.clear_counts()
             try:
                 self._catch_up()
                 found = rowids_of(c, list(ids))
+                if unless is not None and found:
+                    kept = unless(list(found))
+                    found = {i: row for i, row in found.items() if i not in kept}
                 rowids = list(found.values())
                 delete_rows(c, rowids)
                 self.keywords.deleted(rowids)

@@ -163,7 +163,11 @@ def test_three_processes_write_at_once_and_each_finds_all(agents: Any, tmp_path:
     for agent in trio:
         assert eventually(lambda a: a("count") == len(written), agent)
         for text, token in written:
-            assert both_legs(agent, text, token), (agent.process.pid, text)
+            assert both_legs(agent, text, token), (
+                agent.process.pid,
+                text,
+                agent("find", text=text, token=token),
+            )
 
 
 # --- (c) the owner killed while others write --------------------------------------------------
@@ -195,7 +199,10 @@ def test_owner_killed_while_others_write_loses_nothing_acknowledged(
         agent("sync")
         counts.add(agent("count"))
         for record in acked:
-            assert both_legs(agent, record["text"], record["token"]), record
+            assert both_legs(agent, record["text"], record["token"]), (
+                record,
+                agent("find", text=record["text"], token=record["token"]),
+            )
     # Every process counts the same; beyond the acknowledged memories there is at most
     # the one add the killed process had in flight (written, never acknowledged).
     (count,) = counts

@@ -465,3 +465,40 @@ def test_the_owner_counts_the_writes_it_runs_for_other_processes(tmp_path: Path)
             assert owner.count() == 4
         finally:
             agent.close()
+
+
+def test_a_reconcile_keeps_memories_written_while_it_compared_ids(tmp_path: Path) -> None:
+    """A reconcile reads the collection's ids, then the index's. Another store on the same
+    index file (another agent) that writes a memory in between puts it in both, after
+    the first read: the index holds an id the read of the collection lacked. It must not
+    be taken for a stale one. (It was deleted from the shared index, and the count,
+    which is the collection's, stayed right, so no check put it back: in every process
+    on the path the memory had left the keyword leg, and its own text no longer found it
+    in the fused top 10.)"""
+    with open_store(tmp_path) as reader, open_store(tmp_path) as other:
+        reader.add("a first note", id="first")
+        collection = reader._parts.collection
+        all_ids = collection.all_ids
+
+        def read_then_another_writes() -> set[str]:
+            ids = all_ids()
+            other.add("the tower bell rings at noon", id="bell")
+            return ids
+
+        collection.all_ids = read_then_another_writes  # type: ignore[method-assign]
+        reader.sync(full=True)
+        collection.all_ids = all_ids  # type: ignore[method-assign]
+        assert index_ids(reader) == index_ids(other) == {"first", "bell"}
+        assert found(reader, "tower bell")[0] == "bell"
+
+
+def test_a_reconcile_still_drops_what_the_collection_lost(tmp_path: Path) -> None:
+    """The other half: an id the index holds and the collection does not (deleted by a
+    process killed between the collection and the index) goes at a reconcile, whenever
+    it was written."""
+    with open_store(tmp_path) as store:
+        store.add("a first note", id="first")
+        store.add("the tower bell rings at noon", id="bell")
+        store._parts.collection.call("delete", ids=["bell"])  # the collection's half only
+        store.sync(full=True)
+        assert index_ids(store) == {"first"}
