@@ -27,7 +27,7 @@ from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._errors import StoreError
 from hybrid_memory._index.file import is_damage
 from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._records import UPDATED_KEY
+from hybrid_memory._records import UPDATED_KEY, IndexRow
 from hybrid_memory._tags import TagCache
 from hybrid_memory._timeutil import now_timestamp
 
@@ -178,16 +178,14 @@ class IndexSync:
         pages = collection.rows(None)
         while not self.closed:
             with self._lock:
-                page = next(pages, None)
-                if page is None:
-                    break
-                index.upsert(page)
-            self._warmed += len(page)
+                copied = index.copy_in(lambda: next(pages, None))
+            if copied is None:
+                break
+            self._warmed += copied
         if self.closed:
             return
         with self._lock:
-            for page in collection.rows({UPDATED_KEY: {"$gt": started}}):
-                index.upsert(page)
+            _copy_all(index, collection.rows({UPDATED_KEY: {"$gt": started}}))
             self._reconcile()
             index.set_state("collection_id", collection.id)
             self.last_check = time.monotonic()
@@ -209,9 +207,7 @@ class IndexSync:
                 changed = True
             watermark = None if full else index.watermark()
             where = None if watermark is None else {UPDATED_KEY: {"$gt": watermark}}
-            for page in collection.rows(where):
-                index.upsert(page)
-                changed = True
+            changed = _copy_all(index, collection.rows(where)) > 0 or changed
             if full or reconcile or index.count() != collection.count():
                 changed = self._reconcile() or changed
             elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
@@ -338,8 +334,7 @@ class IndexSync:
         stale = indexed - in_collection
         removed = self._index.delete(stale, unless=self._collection.existing) if stale else 0
         missing = sorted(in_collection - indexed)
-        for page in self._collection.rows_by_id(missing):
-            self._index.upsert(page)
+        _copy_all(self._index, self._collection.rows_by_id(missing))
         return bool(removed or missing)
 
     # --- damage ----------------------------------------------------------------------------
@@ -364,6 +359,15 @@ class IndexSync:
             work()
         except sqlite3.DatabaseError as exc:
             self.recover(exc)
+
+
+def _copy_all(index: KeywordIndex, pages: Iterator[list[IndexRow]]) -> int:
+    """Copy the collection's records into the index a page at a time, each page read
+    inside the index's write transaction (:meth:`KeywordIndex.copy_in`): how many."""
+    copied = 0
+    while (page_copied := index.copy_in(lambda: next(pages, None))) is not None:
+        copied += page_copied
+    return copied
 
 
 def _log_failure(future: Future[None]) -> None:

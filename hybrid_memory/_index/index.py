@@ -20,6 +20,7 @@ write, this connection's and other connections' (``PRAGMA data_version``).
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import wait
@@ -123,25 +124,13 @@ class KeywordIndex:
         if not rows:
             yield
             return
-        last = {r.id: position for position, r in enumerate(rows)}  # a repeated id: the last wins
-        latest = [rows[position] for position in last.values()]
-        payload = batch_json(latest)
-        kept = None if vectors is None else vector_bytes(np.asarray(vectors)[list(last.values())])
-        kept_vectors, width = kept or (None, 0)
+        latest, payload, kept_vectors, width = _prepared(rows, vectors)
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
             self.reads.clear_counts()
             try:
                 self._catch_up()
-                batch = Batch(
-                    latest,
-                    payload,
-                    list(rowids_of(c, [r.id for r in latest]).values()),
-                    next_rowid(c),
-                    self.keywords.postings is not None,
-                    kept_vectors,
-                    width,
-                )
+                batch = self._batch(c, latest, payload, kept_vectors, width)
                 if overlap:
                     started = threading.Event()
                     future = self.file.worker().submit(write_batch, c, batch, started)
@@ -158,10 +147,62 @@ class KeywordIndex:
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
-            self.keywords.written(batch, tokens)
-            self.ids_cache.written(r.id for r in batch.rows)
-            self.tags.written(batch)
-            self.file.committed()
+            self._follow(batch, tokens)
+
+    def copy_in(self, read: Callable[[], Sequence[IndexRow] | None]) -> int | None:
+        """Upsert the rows ``read()`` returns (a page of the collection's records), read
+        inside the write transaction: how many (None when ``read()`` returned None: no
+        page was left).
+
+        Every writer writes the index after the collection (an add holds the index's
+        write lock around its collection write, an update and a delete take it after
+        theirs), so while the lock is held here no write can come between the read and
+        the copy: a memory deleted or updated meanwhile is removed or rewritten after
+        the copy, not brought back (or back to its old text) by it."""
+        with self.file.writing() as c:
+            c.execute("BEGIN IMMEDIATE")
+            self.reads.clear_counts()
+            try:
+                self._catch_up()
+                rows = read()
+                if not rows:
+                    c.execute("ROLLBACK")
+                    return None if rows is None else 0
+                latest, payload, kept_vectors, width = _prepared(rows, None)
+                batch = self._batch(c, latest, payload, kept_vectors, width)
+                tokens = write_batch(c, batch)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            self._follow(batch, tokens)
+            return len(rows)
+
+    def _batch(
+        self,
+        c: sqlite3.Connection,
+        latest: list[IndexRow],
+        payload: tuple[str, str] | None,
+        kept_vectors: bytes | None,
+        width: int,
+    ) -> Batch:
+        """The write of ``latest`` (distinct ids), in the open transaction."""
+        return Batch(
+            latest,
+            payload,
+            list(rowids_of(c, [r.id for r in latest]).values()),
+            next_rowid(c),
+            self.keywords.postings is not None,
+            kept_vectors,
+            width,
+        )
+
+    def _follow(self, batch: Batch, tokens: str | None) -> None:
+        """After a write's commit: the in-memory parts take it in."""
+        self.keywords.written(batch, tokens)
+        self.ids_cache.written(r.id for r in batch.rows)
+        self.tags.written(batch)
+        self.file.committed()
 
     def delete(
         self,
@@ -419,3 +460,15 @@ class KeywordIndex:
         with self._lock:
             self._see_other_writers()
             return self.tags.matches(tags, limit, where, among, within)
+
+
+def _prepared(
+    rows: Sequence[IndexRow], vectors: np.ndarray | None
+) -> tuple[list[IndexRow], tuple[str, str] | None, bytes | None, int]:
+    """What a write of ``rows`` needs before its transaction: the last of each id (a
+    repeated id: the last wins), their JSON payload, and their vectors' bytes and width."""
+    last = {r.id: position for position, r in enumerate(rows)}
+    latest = [rows[position] for position in last.values()]
+    kept = None if vectors is None else vector_bytes(np.asarray(vectors)[list(last.values())])
+    kept_vectors, width = kept or (None, 0)
+    return latest, batch_json(latest), kept_vectors, width

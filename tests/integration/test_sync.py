@@ -502,3 +502,39 @@ def test_a_reconcile_still_drops_what_the_collection_lost(tmp_path: Path) -> Non
         store._parts.collection.call("delete", ids=["bell"])  # the collection's half only
         store.sync(full=True)
         assert index_ids(store) == {"first"}
+
+
+def test_a_copy_from_the_collection_never_brings_back_an_older_text(tmp_path: Path) -> None:
+    """A sync copies the collection's records into the index. Another store on the same
+    index file updates a memory right after the copy read its page: the index must end
+    with the new text. (The copy used to read outside the index's write transaction, so
+    the update could finish in between and the copy then wrote the old text over it:
+    the keyword leg searched, and reads returned, a text the memory no longer had.)"""
+    with open_store(tmp_path) as reader, open_store(tmp_path) as other:
+        reader.add("a first note", id="first")
+        reader.add("the tower bell rings at noon", id="bell")
+        collection = reader._parts.collection
+        rows = collection.rows
+        updaters: list[threading.Thread] = []
+
+        def read_then_another_updates(where: Any = None) -> Iterator[list[Any]]:
+            for page in rows(where):
+                if not updaters:
+                    updater = threading.Thread(
+                        target=other.update, args=("bell",), kwargs={"text": "the bell is silent"}
+                    )
+                    updaters.append(updater)
+                    updater.start()
+                    # Over at once, unless the copy holds the index's write lock (as it
+                    # should): then the update's index half waits for the copy's commit.
+                    updater.join(timeout=2.0)
+                yield page
+
+        collection.rows = read_then_another_updates  # type: ignore[method-assign]
+        reader.sync(full=True)
+        collection.rows = rows  # type: ignore[method-assign]
+        updaters[0].join(timeout=60)
+        assert not updaters[0].is_alive()
+        texts = {m.id: m.text for m in indexed(reader)}
+        assert texts == {"first": "a first note", "bell": "the bell is silent"}
+        assert found(reader, "silent") == ["bell"]
