@@ -177,11 +177,16 @@ class IndexSync:
             index.clear()
         pages = collection.rows(None)
         while not self.closed:
+            # Each page is read outside the index's write transaction (unlike other
+            # copies, :func:`_copy_all`): searches answer from the vector leg meanwhile and
+            # read memories from the index, which a page read of a large collection would
+            # hold up. A page that an update or delete overtook is put right below.
             with self._lock:
-                copied = index.copy_in(lambda: next(pages, None))
-            if copied is None:
-                break
-            self._warmed += copied
+                page = next(pages, None)
+                if page is None:
+                    break
+                index.upsert(page)
+            self._warmed += len(page)
         if self.closed:
             return
         with self._lock:
