@@ -243,9 +243,13 @@ def verify(memory: Any, expected: dict[str, Any]) -> dict[str, Any]:
                 # What a miss looked like, for the report: its ranks in a deeper search
                 # (None: not among 100) and the top 10's.
                 deeper = {h.id: h.ranks for h in memory.search(want["text"], k=100)}
-                detail = {"id": memory_id, "ranks": deeper.get(memory_id)}
-                detail["top"] = list(by_vector.values())
-                result.setdefault("vector_miss_details", []).append(detail)
+                result.setdefault("vector_miss_details", []).append(
+                    {
+                        "id": memory_id,
+                        "ranks": deeper.get(memory_id),
+                        "top": list(by_vector.values()),
+                    }
+                )
         for memory_id in expected["gone"] - expected["uncertain"]:
             with contextlib.suppress(MemoryNotFoundError):
                 memory.get(memory_id)
