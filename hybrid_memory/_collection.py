@@ -162,10 +162,9 @@ class ChromaCollection:
                 return found
             found.extend(got["ids"])
 
-    def vectors_by_id(self, ids: Sequence[str]) -> dict[str, Any]:
-        """The stored vectors of those of ``ids`` that exist, by id (a few: one read)."""
-        got = self.call("get", ids=list(ids), include=["embeddings"])
-        return dict(zip(got["ids"], got["embeddings"], strict=True))
+    def vectors_by_id(self, ids: Sequence[str]) -> list[Any]:
+        """The stored vectors of those of ``ids`` that exist (a few: one read)."""
+        return list(self.call("get", ids=list(ids), include=["embeddings"])["embeddings"])
 
     # --- nearest neighbours ---------------------------------------------------------------
 

@@ -1,25 +1,21 @@
 """One search, as a straight line (docs/architecture.md, "the search path"):
 
-scope the filter → the vector leg's query for the bare query vector (embedded first
-when not cached), on a worker ∥ keyword leg → weights (adaptive alpha) → tag leg →
-pseudo-relevance feedback: the keyword and tag legs' fused top moves the query vector,
-and the vector leg's hits and the other legs' are ranked by the moved vector → tag leg
-→ weighted Reciprocal Rank Fusion → recency decay → the top ``k`` as hits, within a
-token budget.
+scope the filter → embed the query (in a worker) ∥ keyword leg → weights (adaptive
+alpha) → pseudo-relevance feedback from the keyword and tag legs → vector leg → tag
+leg → weighted Reciprocal Rank Fusion → recency decay → the top ``k`` as hits, within
+a token budget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
-import numpy as np
-
 from hybrid_memory._collection import ChromaCollection
-from hybrid_memory._embeddings import QueryCache, Vector, nearest_by_cosine
+from hybrid_memory._embeddings import QueryCache, Vector
 from hybrid_memory._errors import EmbeddingError
-from hybrid_memory._feedback import VectorLike, length_scaled_weight, rocchio
+from hybrid_memory._feedback import length_scaled_weight, rocchio
 from hybrid_memory._filters import Node
 from hybrid_memory._fusion import (
     adaptive_alpha,
@@ -36,10 +32,6 @@ from hybrid_memory._relevance import evidence, keyword_coverage, monotone_releva
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._tokens import count_tokens
 from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
-
-# The most hits without a kept vector that the refined vector leg reads from the
-# collection (a get by id); with more, it asks Chroma's query for the refined vector.
-_READ_AT_MOST = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +88,25 @@ class Searcher:
         scope = Scope.of(index, node)
         depth = max(s.candidates, query.k) + (1 if exclude else 0)
 
-        # The vector leg's Chroma query (after embedding the query when its vector is
-        # not cached) runs on the pool, beside the keyword and tag legs: both the model
-        # and Chroma's query release the GIL.
-        vector_leg = VectorLeg(self._collection, index, node, scope)
-        nearest_task = self._pool.submit(self._nearest, query, vector_leg, depth)
+        # The query embedding (a model call that releases the GIL) runs beside the
+        # keyword leg; Chroma's query holds the GIL, so it runs after it.
+        vector = query.vector
+        embedding: Future[Vector] | None = None
+        if vector is None:
+            vector = self._queries.cached(query.text)
+            if vector is None:
+                embedding = self._pool.submit(self._queries.embed, query.text)
         keyword_hits = KeywordLeg(index, node, scope).rank(
             query.text, depth, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
         )
+        fallback_reason = None
+        if embedding is not None:
+            try:
+                vector = embedding.result()
+            except EmbeddingError as exc:
+                fallback_reason = (
+                    f"query embedding failed, answered from keyword and tag legs: {exc}"
+                )
         keyword_ids = [i for i in keyword_hits if i != exclude]
 
         alpha = query.alpha if query.alpha is not None else s.alpha
@@ -111,6 +114,8 @@ class Searcher:
             size = index.count(node) if scope is None else len(scope.rows)
             alpha = adaptive_alpha(size, s.alpha_thresholds, s.alpha_values)
         weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(query.tags))
+        if fallback_reason is not None:
+            weights[VECTOR] = 0.0
 
         tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
 
@@ -118,34 +123,23 @@ class Searcher:
             counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))
             return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
 
-        # Pseudo-relevance feedback: the keyword and tag legs' fused top moves the query
-        # vector towards itself, and the vector leg ranks by the moved vector the
-        # memories the bare vector's query found and those the other legs found
-        # (docs/architecture.md, "the search path").
-        feedback_on = bool(s.feedback_docs and s.feedback_weight and weights[VECTOR])
-        others: list[str] = []
-        known: Mapping[str, VectorLike] = {}
-        top: list[str] = []
-        if feedback_on:
+        if vector is not None and s.feedback_docs and s.feedback_weight and weights[VECTOR]:
+            # Pseudo-relevance feedback before the one vector query: the keyword and tag
+            # legs' fused top moves the query vector towards itself (a second vector
+            # query after a first fusion scored the same and cost a Chroma query more).
             rankings, _ = rankings_with([])
-            top = order_by_score(reciprocal_rank_fusion(rankings, weights, s.rrf_k))
-            top = top[: s.feedback_docs]
-            others = list(dict.fromkeys([*rankings[KEYWORD], *rankings[TAG]]))
-            known = self._index.vectors(others)  # while the vector query runs
-        fallback_reason = None
-        try:
-            vector, vector_hits = nearest_task.result()
-        except EmbeddingError as exc:
-            vector, vector_hits = None, {}
-            fallback_reason = f"query embedding failed, answered from keyword and tag legs: {exc}"
-            weights[VECTOR] = 0.0
-        if vector is not None and top and weights[VECTOR]:
-            weight = length_scaled_weight(
-                s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
-            )
-            feedback = self.vectors(top, known)
-            vector = rocchio(vector, [feedback[i] for i in top if i in feedback], weight)
-            vector_hits = self._refined(vector, vector_hits, others, known, vector_leg, depth)
+            fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+            top = order_by_score(fused)[: s.feedback_docs]
+            if top:
+                weight = length_scaled_weight(
+                    s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
+                )
+                vector = rocchio(vector, self.vectors(top), weight)
+        vector_hits = (
+            {}
+            if vector is None
+            else VectorLeg(self._collection, index, node, scope).rank(vector, depth)
+        )
         rankings, tag_counts = rankings_with([i for i in vector_hits if i != exclude])
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
@@ -179,53 +173,12 @@ class Searcher:
             time_window=query.time_window,
         )
 
-    def _nearest(
-        self, query: Query, leg: VectorLeg, depth: int
-    ) -> tuple[Vector, dict[str, float]]:
-        """The query vector (embedded unless given or cached) and the vector leg's hits
-        for it. EmbeddingError when the model fails."""
-        vector = query.vector if query.vector is not None else self._queries.embed(query.text)
-        return vector, leg.rank(vector, depth)
-
-    def _refined(
-        self,
-        vector: Vector,
-        hits: dict[str, float],
-        others: list[str],
-        known: Mapping[str, VectorLike],
-        leg: VectorLeg,
-        depth: int,
-    ) -> dict[str, float]:
-        """The vector leg for the refined query ``vector``: the ``depth`` nearest it among
-        the bare vector's ``hits`` and the other legs' hits (``others``), compared with
-        their kept vectors (``known`` already read). Those the index keeps no vector for
-        (another process's or a rebuild's rows) are read from the collection; when there
-        are more than :data:`_READ_AT_MOST` of them, Chroma's query for the refined vector
-        is asked instead."""
-        pool = list(dict.fromkeys([*hits, *others]))
-        kept: dict[str, VectorLike] = {**known}
-        kept.update(self._index.vectors([i for i in hits if i not in known]))
-        missing = [i for i in pool if i not in kept]
-        if len(missing) > _READ_AT_MOST:
-            return leg.rank(vector, depth)
-        if missing:
-            kept.update(self._collection.vectors_by_id(missing))
-        ids = [i for i in pool if i in kept]
-        matrix = np.asarray([kept[i] for i in ids], dtype=np.float32)
-        return {ids[row]: cosine for row, cosine in nearest_by_cosine(matrix, vector, depth)}
-
-    def vectors(
-        self, ids: list[str], known: Mapping[str, VectorLike] | None = None
-    ) -> dict[str, VectorLike]:
-        """The vectors of those of ``ids`` that exist: from ``known``, else the index's
-        copy where it has one (a row read from its file), else the collection's (a
-        Chroma call)."""
-        kept: dict[str, VectorLike] = {i: known[i] for i in ids if i in known} if known else {}
-        kept.update(self._index.vectors([i for i in ids if i not in kept]))
+    def vectors(self, ids: list[str]) -> list[Vector]:
+        """The vectors of those of ``ids`` that exist: the index's copy where it has one
+        (a row read from its file), else the collection's (a Chroma call)."""
+        kept = self._index.vectors(ids)
         missing = [i for i in ids if i not in kept]
-        if missing:
-            kept.update(self._collection.vectors_by_id(missing))
-        return kept
+        return [*kept.values(), *(self._collection.vectors_by_id(missing) if missing else [])]
 
     def relevance(
         self,

@@ -42,19 +42,17 @@ def _timed_search(
 # Where hybrid-memory's search spends its time: (label, module, class, method). Timed
 # by wrapping those methods for one more pass over the queries, after the timed ones
 # (the wrappers cost a little; the figures explain the total, they do not replace it).
-VECTOR_ON_WORKER = "vector leg (Chroma query, on a worker beside the keyword and tag legs)"
 SEARCH_STAGES = (
     ("total", "hybrid_memory._search", "Searcher", "search"),
-    (VECTOR_ON_WORKER, "hybrid_memory._legs", "VectorLeg", "rank"),
+    ("vector leg (Chroma query)", "hybrid_memory._legs", "VectorLeg", "rank"),
     (
-        "vectors read from Chroma (rows the index keeps none for)",
+        "feedback vectors (Chroma get)",
         "hybrid_memory._collection",
         "ChromaCollection",
         "vectors_by_id",
     ),
     ("keyword leg", "hybrid_memory._legs", "KeywordLeg", "rank"),
     ("tag leg", "hybrid_memory._legs", "TagLeg", "rank"),
-    ("vector leg ranked by the refined vector", "hybrid_memory._search", "Searcher", "_refined"),
     ("relevance scores", "hybrid_memory._search", "Searcher", "relevance"),
     ("hits read from the index", "hybrid_memory._search", "Searcher", "memories"),
 )
@@ -86,11 +84,8 @@ def search_stages(system: System, queries: list[str]) -> dict[str, float]:
         for cls, method, original in originals:
             setattr(cls, method, original)
     out = {label: round(seconds / len(queries) * 1e3, 3) for label, seconds in spent.items()}
-    # The vector leg's query overlaps the stages of the search's own thread: the rest is
-    # what that thread spent outside them, waiting for the query included.
-    out["rest (waiting for the vector leg, fusion, orchestration)"] = round(
-        out["total"] - sum(v for k, v in out.items() if k not in ("total", VECTOR_ON_WORKER)),
-        3,
+    out["rest (fusion, orchestration)"] = round(
+        out["total"] - sum(v for k, v in out.items() if k != "total"), 3
     )
     return out
 

@@ -353,7 +353,7 @@ def test_feedback_vectors_come_from_the_index_or_else_from_the_collection(
     reads: list[list[str]] = []
     original = ChromaCollection.vectors_by_id
 
-    def counted(self: ChromaCollection, ids: list[str]) -> dict[str, Any]:
+    def counted(self: ChromaCollection, ids: list[str]) -> list[Any]:
         reads.append(list(ids))
         return original(self, ids)
 
@@ -373,50 +373,6 @@ def test_feedback_vectors_come_from_the_index_or_else_from_the_collection(
     assert [h.id for h in refilled] == [h.id for h in written]
     for before, after in zip(written, refilled, strict=True):
         assert after.scores["vector"] == pytest.approx(before.scores["vector"], abs=1e-3)
-
-
-def test_the_refined_vector_leg_asks_chroma_again_only_when_the_index_lacks_vectors(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The vector leg's one Chroma query is for the bare query vector; the refined
-    vector ranks its hits and the other legs' by their kept vectors. A store whose index
-    keeps none (refilled from the collection) asks Chroma's query for the refined vector
-    instead, and ranks the same."""
-    from hybrid_memory._collection import ChromaCollection
-
-    queries: list[int] = []
-    original = ChromaCollection.nearest
-
-    def counted(self: ChromaCollection, vector: Any, n: int, where: Any) -> dict[str, float]:
-        queries.append(n)
-        return original(self, vector, n, where)
-
-    monkeypatch.setattr(ChromaCollection, "nearest", counted)
-    topics = ["dark mode", "tea", "rust", "hiking", "jazz", "chess", "pottery", "tennis"]
-    notes = [
-        {"text": f"{who} talked about {topic} on day {day}", "tags": [who]}
-        for day, topic in enumerate(topics)
-        for who in ("alice", "bob", "carol")
-    ]
-    asked = ["what does alice say about tea?", "which day was chess?", "jazz and tennis"]
-    with open_store(tmp_path) as store:
-        store.add_many(notes)
-        written = [store.search(q, k=len(notes)) for q in asked]
-    assert len(queries) == len(asked)  # one Chroma query per search
-    for name in ("keyword-hybrid_memory.sqlite3", "keyword-hybrid_memory.sqlite3-wal"):
-        (tmp_path / name).unlink(missing_ok=True)
-    queries.clear()
-    with open_store(tmp_path) as store:
-        store.search("warm the refilled index")
-        queries.clear()
-        refilled = [store.search(q, k=len(notes)) for q in asked]
-    assert len(queries) == 2 * len(asked)  # the bare vector's query, then the refined one's
-    # The same vector scores (to half precision); equal scores may come in another order.
-    for before, after in zip(written, refilled, strict=True):
-        assert len(after) == len(before) == len(notes)
-        cosines = {h.id: h.scores["vector"] for h in after}
-        for hit in before:
-            assert cosines[hit.id] == pytest.approx(hit.scores["vector"], abs=1e-3)
 
 
 def test_each_leg_filters_before_its_cut(filled: HybridMemory) -> None:

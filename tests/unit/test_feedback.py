@@ -48,4 +48,3 @@ def test_length_scaled_weight_keeps_short_queries_whole_and_fades_long_ones() ->
     assert length_scaled_weight(0.5, 50, 0) == 0.5  # 0 turns the scaling off
     with pytest.raises(ValueError):
         length_scaled_weight(-0.1, 5, 10)
-
