@@ -89,7 +89,8 @@ class Searcher:
         depth = max(s.candidates, query.k) + (1 if exclude else 0)
 
         # The query embedding (a model call that releases the GIL) runs beside the
-        # keyword leg; Chroma's query holds the GIL, so it runs after it.
+        # keyword leg and the choice of the feedback memories, which do not need it;
+        # Chroma's query needs the vector, so it runs after them.
         vector = query.vector
         embedding: Future[Vector] | None = None
         if vector is None:
@@ -99,14 +100,6 @@ class Searcher:
         keyword_hits = KeywordLeg(index, node, scope).rank(
             query.text, depth, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
         )
-        fallback_reason = None
-        if embedding is not None:
-            try:
-                vector = embedding.result()
-            except EmbeddingError as exc:
-                fallback_reason = (
-                    f"query embedding failed, answered from keyword and tag legs: {exc}"
-                )
         keyword_ids = [i for i in keyword_hits if i != exclude]
 
         alpha = query.alpha if query.alpha is not None else s.alpha
@@ -114,8 +107,6 @@ class Searcher:
             size = index.count(node) if scope is None else len(scope.rows)
             alpha = adaptive_alpha(size, s.alpha_thresholds, s.alpha_values)
         weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(query.tags))
-        if fallback_reason is not None:
-            weights[VECTOR] = 0.0
 
         tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
 
@@ -123,18 +114,31 @@ class Searcher:
             counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))
             return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
 
-        if vector is not None and s.feedback_docs and s.feedback_weight and weights[VECTOR]:
-            # Pseudo-relevance feedback before the one vector query: the keyword and tag
-            # legs' fused top moves the query vector towards itself (a second vector
-            # query after a first fusion scored the same and cost a Chroma query more).
+        # Pseudo-relevance feedback before the one vector query: the keyword and tag
+        # legs' fused top moves the query vector towards itself (a second vector query
+        # after a first fusion scored the same and cost a Chroma query more).
+        feedback: list[Vector] = []
+        if s.feedback_docs and s.feedback_weight and weights[VECTOR]:
             rankings, _ = rankings_with([])
             fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
             top = order_by_score(fused)[: s.feedback_docs]
             if top:
-                weight = length_scaled_weight(
-                    s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
+                feedback = self.vectors(top)
+        fallback_reason = None
+        if embedding is not None:
+            try:
+                vector = embedding.result()
+            except EmbeddingError as exc:
+                vector = None
+                fallback_reason = (
+                    f"query embedding failed, answered from keyword and tag legs: {exc}"
                 )
-                vector = rocchio(vector, self.vectors(top), weight)
+                weights[VECTOR] = 0.0
+        if vector is not None and feedback:
+            weight = length_scaled_weight(
+                s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
+            )
+            vector = rocchio(vector, feedback, weight)
         vector_hits = (
             {}
             if vector is None
