@@ -1,9 +1,9 @@
 """One search, as a straight line (docs/architecture.md, "the search path"):
 
-scope the filter → embed the query (in a worker) ∥ keyword leg → weights (adaptive
-alpha) → pseudo-relevance feedback from the keyword and tag legs → vector leg → tag
-leg → weighted Reciprocal Rank Fusion → recency decay → the top ``k`` as hits, within
-a token budget.
+scope the filter → embed the query (in a worker) ∥ [keyword leg → weights (adaptive
+alpha) → the feedback memories from the keyword and tag legs] → pseudo-relevance
+feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion → recency decay → the
+top ``k`` as hits, within a token budget.
 """
 
 from __future__ import annotations
