@@ -1,8 +1,8 @@
 """Pure pseudo-relevance feedback math for the vector leg (Rocchio, 1971).
 
-    refined = normalise(query + weight × mean(top fused memories' vectors))
+    refined = normalise(query + weight × mean(the keyword leg's top memories' vectors))
 
-The keyword and tag legs' fused ranking is already good at its top. Moving the query
+The keyword leg's ranking is already good at its top. Moving the query
 vector towards those memories before the vector query finds their neighbours that the
 bare query missed. Measured on both shared collections (nDCG@10, all-MiniLM-L6-v2):
 Cranfield 0.399 → 0.412, LoCoMo 0.547 → 0.556.

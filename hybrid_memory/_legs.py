@@ -122,11 +122,9 @@ class TagLeg:
     0.556 to 0.359, counting memories that hold every query word (and more) to 0.551;
     this rule leaves it at 0.556.
 
-    A search ranks twice (first without vector hits, to choose the feedback memories,
-    then with them), so the SQL work is kept between the two: the newest carriers of
-    each tag do not depend on the other legs and are read once, and carriers among the
-    other legs' hits are read once per id, the second ranking asking only for the ids
-    new to it.
+    A search ranks once, after the vector query. What a ranking reads is kept should
+    the same leg rank again: the newest carriers of each tag do not depend on the other
+    legs and are read once, and carriers among the other legs' hits once per id.
     """
 
     def __init__(

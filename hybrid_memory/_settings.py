@@ -141,7 +141,7 @@ class HybridMemorySettings(BaseSettings):
         3,
         ge=0,
         le=50,
-        description="Top memories of the keyword and tag legs (fused) whose vectors refine "
+        description="Top memories of the keyword leg whose vectors refine "
         "the query vector before the vector leg (Rocchio pseudo-relevance feedback); 0 "
         "disables it.",
     )

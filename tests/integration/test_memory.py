@@ -345,6 +345,30 @@ def test_the_vector_leg_searches_with_the_query_moved_towards_the_keyword_top(
         assert hit.scores["vector"] == pytest.approx(expected, abs=1e-5)
 
 
+def test_the_feedback_is_the_keyword_top_even_when_the_query_names_a_tag(
+    filled: HybridMemory, hash_embedding: HashEmbedding
+) -> None:
+    # "bob" is a tag and a word: the tag leg ranks Bob's memories, the keyword leg puts
+    # the one memory about peanuts (the rarer word) first. The vector moves towards
+    # the keyword leg's top alone, not towards the tag leg's.
+    query = "peanuts for bob?"
+    tuned = filled.with_settings(feedback_docs=1, feedback_weight=0.5)
+    result = tuned.search(query, k=6)
+    assert result.matched_tags == ("bob",)
+    keyword_top = min((h for h in result if "keyword" in h.ranks), key=lambda h: h.ranks["keyword"])
+    assert keyword_top.id == "a2" and "tag" not in keyword_top.ranks
+    memories = filled.list_memories()
+    embedded = hash_embedding([m.text for m in memories])
+    vectors = {m.id: np.asarray(v) for m, v in zip(memories, embedded, strict=True)}
+    [vector] = hash_embedding([query])
+    kept = [vectors["a2"].astype(np.float16).astype(np.float32)]
+    refined = np.asarray(rocchio(vector, kept, 0.5))
+    for hit in result:
+        if "vector" in hit.ranks:
+            expected = float(refined @ vectors[hit.id] / np.linalg.norm(vectors[hit.id]))
+            assert hit.scores["vector"] == pytest.approx(expected, abs=1e-5)
+
+
 def test_feedback_vectors_come_from_the_index_or_else_from_the_collection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
