@@ -72,10 +72,19 @@ def bm25_idf(df: int, n: int) -> float:
 def bm25_term_scores(
     tf: npt.NDArray[np.floating], length: npt.NDArray[np.floating], avgdl: float, idf: float
 ) -> FloatArray:
-    """One term's BM25 contribution for each (tf, document length) pair."""
-    tf = tf.astype(np.float64, copy=False)
-    norm = K1 * (1.0 - B + B * length.astype(np.float64, copy=False) / avgdl)
-    return idf * tf * (K1 + 1.0) / (tf + norm)
+    """One term's BM25 contribution for each (tf, document length) pair.
+
+    Computed as ``idf·(k1+1) · tf / (tf + k1·(1−b) + (k1·b/avgdl)·|d|)``, the scalars
+    folded first and the arrays updated in place: a common term has postings in a
+    large share of the store, and each pass over them is a search's time."""
+    tf = tf.astype(np.float64)  # a copy: ``out`` below must not alias the caller's arrays
+    out = length.astype(np.float64)
+    out *= K1 * B / avgdl
+    out += K1 * (1.0 - B)
+    out += tf
+    np.divide(tf, out, out=out)
+    out *= idf * (K1 + 1.0)
+    return out
 
 
 class Tokens(NamedTuple):
