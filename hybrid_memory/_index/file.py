@@ -38,8 +38,12 @@ log = logging.getLogger("hybrid_memory")
 # 2: FTS text NFKC-normalised like queries; 3: tag rows carry times; 4: row ids are
 # never reused (an updated memory gets a new one), so in-memory postings stay exact.
 SCHEMA_VERSION = "5"  # 5: the content hash covers the metadata
-# SQLite page cache of the index connection, in KiB (a negative cache_size).
-_CACHE_KIB = 64 * 1024
+# SQLite page cache of the index connection, in KiB (a negative cache_size). 64 MiB
+# before 2026-11-26: filling a store of 100,000 memories left it full (the pages the
+# writes touched, ~85 MB of the process with the allocator's overhead), while searches
+# read a few pages each and ran as fast with 8 MiB (filtered searches within the
+# machine's noise); the other pages come from the OS's file cache.
+_CACHE_KIB = 8 * 1024
 # Rows the writes changed since the last checkpoint of a file index's write-ahead log
 # before a write's commit queues the next one. Counted inside writes only (sqlite3's
 # total_changes also counts the temporary tables searches fill: counted whole, a search
@@ -385,7 +389,7 @@ class IndexFile:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         # Filters and id lookups jump around the tables: a page cache larger than
-        # SQLite's default 2 MiB keeps them in memory. Not mmap: a process reading a
+        # SQLite's default 2 MiB keeps their pages. Not mmap: a process reading a
         # memory-mapped file that another process truncates dies of SIGBUS, and the
         # index is a file other processes may rebuild.
         self.conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
