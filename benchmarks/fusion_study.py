@@ -68,8 +68,9 @@ class Config:
     # "overlap": share of the two legs' top `gate_depth` in common; "docs": share of the
     # feedback memories found in the bare vector leg's top `gate_depth`
     gate_mode: str = "overlap"
-    # feedback memories from the keyword and tag legs' fusion ("keyword", the engine's
-    # way today) or from a first fusion with the bare query's vector leg ("fused")
+    # feedback memories from the keyword leg alone ("keyword", the engine's way since
+    # 2026-11-26), the keyword and tag legs' fusion ("keyword+tag", its way before) or a
+    # first fusion with the bare query's vector leg ("fused")
     feedback_source: str = "keyword"
     # feedback weight scaled by min(1, feedback_words / content words of the query)
     feedback_words: int | None = None
@@ -258,8 +259,11 @@ def rank(prep: Prepared, q: QueryLegs, cfg: Config) -> list[str]:
         agreement = _overlap([d for d, _ in keyword[:n]], [d for d, _ in bare[:n]])
         use_feedback = agreement >= cfg.feedback_gate
     if use_feedback:
-        first = _fuse(cfg, legs_with(bare if cfg.feedback_source == "fused" else []), weights)
-        top = _order(first)[: cfg.feedback_docs]
+        if cfg.feedback_source == "keyword":
+            top = [d for d, _ in keyword[: cfg.feedback_docs]]
+        else:
+            first = _fuse(cfg, legs_with(bare if cfg.feedback_source == "fused" else []), weights)
+            top = _order(first)[: cfg.feedback_docs]
         if top and cfg.feedback_gate is not None and cfg.gate_mode == "docs":
             near = {d for d, _ in bare[: cfg.gate_depth]}
             if sum(d in near for d in top) / len(top) < cfg.feedback_gate:
@@ -399,7 +403,7 @@ def candidate_configs() -> list[Config]:
                 gate_mode=mode,
             )
         )
-    for source in ("keyword", "fused"):
+    for source in ("keyword", "keyword+tag", "fused"):
         for docs, weight in [(3, 0.5), (3, 0.3), (5, 0.5), (2, 0.5)]:
             configs.append(
                 replace(

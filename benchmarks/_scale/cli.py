@@ -37,16 +37,65 @@ from .constants import (
 from .data import prepare
 from .embedding import HashingEmbedding
 from .render import render
+from .turns import Turns, make_ring
 from .worker import run_model_worker, run_worker
 
 
-def _child(args: list[str], timeout: float | None) -> dict[str, Any]:
-    """Run the entry point as a worker in a fresh interpreter and return its JSON result."""
+def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("ANONYMIZED_TELEMETRY", "False")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _paired(
+    names: list[str], workdir: Path, adds: int, timeout: float | None
+) -> dict[str, dict[str, Any]]:
+    """Every system's worker at once, taking turns block by block (:mod:`_scale.turns`);
+    should one fail, the others are stopped (their ring would wait for it)."""
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="scale-turns-") as folder:
+        ring = Path(folder)
+        make_ring(ring, len(names))
+        def command(name: str, position: int) -> list[str]:
+            worker = ["--worker", name, "--workdir", str(workdir), "--adds", str(adds)]
+            ring_place = ["--turns", str(ring), "--position", str(position), "--of"]
+            out = ["--out", str(ring / f"{name}.json")]
+            return [sys.executable, str(SCRIPT), *worker, *ring_place, str(len(names)), *out]
+
+        procs = {
+            name: subprocess.Popen(
+                command(name, position),
+                env=_worker_env(),
+                stdout=sys.stderr,  # worker chatter never pollutes --json on stdout
+            )
+            for position, name in enumerate(names)
+        }
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while any(proc.poll() is None for proc in procs.values()):
+            failed = any(proc.returncode not in (None, 0) for proc in procs.values())
+            late = deadline is not None and time.monotonic() > deadline
+            if failed or late:
+                for proc in procs.values():
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                break
+            time.sleep(0.5)
+        for name, proc in procs.items():
+            out = ring / f"{name}.json"
+            if proc.returncode == 0 and out.exists():
+                results[name] = json.loads(out.read_text(encoding="utf-8"))
+            else:
+                results[name] = {"error": f"worker exited with {proc.returncode}"}
+    return results
+
+
+def _child(args: list[str], timeout: float | None) -> dict[str, Any]:
+    """Run the entry point as a worker in a fresh interpreter and return its JSON result."""
+    env = _worker_env()
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         out_path = Path(out.name)
     try:
@@ -156,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run every system this many times per N, alternating, and report ingest per "
         "round and the median ratio against Chroma (the tables show the first round)",
     )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="run the systems' workers at once, taking turns block by block (ingest, "
+        "each add, every 10 searches), so that they meet the same minutes of a machine "
+        "whose speed drifts; not with the peers",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument(
         "--data",
@@ -172,13 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--turns", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--position", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--of", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
         if args.worker == MODEL:
             result = run_model_worker(args.workdir, args.model_batch_size, args.model_backend)
         else:
-            result = run_worker(args.worker, args.workdir, args.adds)
+            turns = None if args.turns is None else Turns(args.turns, args.position, args.of)
+            result = run_worker(args.worker, args.workdir, args.adds, turns)
         args.out.write_text(json.dumps(result), encoding="utf-8")
         return 0
 
@@ -189,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     systems = args.systems or [OURS_DISK, OURS_MEMORY, CHROMA_DISK, CHROMA_MEMORY] + (
         list(PEER_SYSTEMS) if args.peers else []
     )
+    if args.paired and any(name in PEER_SYSTEMS for name in systems):
+        parser.error("--paired: the peers take other add counts; leave them out")
     adds = max(args.adds, args.peer_adds)
     report: dict[str, Any] = {
         "benchmark": "hybrid-memory scale (issue 5)",
@@ -208,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             "k": K,
             "adds": args.adds,
             "rounds": args.rounds,
+            "paired": args.paired,
             "peer_adds": args.peer_adds,
             "seed": SEED,
             "embedding": HashingEmbedding().name,
@@ -234,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
             for round_number in range(1, args.rounds + 1):
                 results: dict[str, dict[str, Any]] = {}
                 where = f"N={n}" + (f", round {round_number}" if args.rounds > 1 else "")
+                if args.paired:
+                    _log(f"{where}: {', '.join(systems)}, paired")
+                    started = time.perf_counter()
+                    results = _paired(systems, workdir, args.adds, args.timeout)
+                    _log(f"{where}: paired run done in {time.perf_counter() - started:.0f} s")
+                    rounds.append(results)
+                    continue
                 for name in systems:
                     count = args.peer_adds if name in PEER_SYSTEMS else args.adds
                     _log(f"{where}: {LABELS[name]}")
@@ -259,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
             }
             if repeated:
                 block["ingest_rounds"] = repeated
+                # every round's figures, not only the first's (the tables show the first)
+                block["rounds"] = [
+                    {"systems": r, "ratios": compare(r), "targets": targets(r, compare(r), None)}
+                    for r in rounds
+                ]
             report["results"].append(block)
         if args.model and last_workdir is not None:
             _log("default embedding model")

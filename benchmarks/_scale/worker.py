@@ -26,6 +26,10 @@ from .data import load_prepared
 from .embedding import HashingEmbedding, TableEmbedding
 from .measure import Rss, dir_mb, percentiles
 from .systems import Ours, System, build_system, import_system
+from .turns import Alone, Turns
+
+# Queries per turn of a paired run (:mod:`_scale.turns`): a fraction of a second each.
+BLOCK = 10
 
 
 def _timed_search(
@@ -90,8 +94,12 @@ def search_stages(system: System, queries: list[str]) -> dict[str, float]:
     return out
 
 
-def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
-    """Measure one system on the prepared data, in this (fresh) process."""
+def run_worker(
+    name: str, workdir: Path, adds: int, turns: Turns | Alone | None = None
+) -> dict[str, Any]:
+    """Measure one system on the prepared data, in this (fresh) process; with ``turns``,
+    one block at a time, taking turns with the other workers of a paired run."""
+    turns = turns or Alone()
     data, matrix, keys = load_prepared(workdir, peer=name in PEER_SYSTEMS)
     embedding = TableEmbedding(keys, matrix, HashingEmbedding().embed_array, name=data["embedding"])
     store, extra = data["store"], data["extra"][:adds]
@@ -107,19 +115,20 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
         baseline = Rss.current_mb()
         rss.reset_peak()
 
-        start = time.perf_counter()
-        system = build_system(name, embedding, scratch)
-        result["open_s"] = round(time.perf_counter() - start, 3)
+        with turns.turn():
+            start = time.perf_counter()
+            system = build_system(name, embedding, scratch)
+            result["open_s"] = round(time.perf_counter() - start, 3)
 
-        embedding.seconds = 0.0
-        start = time.perf_counter()
-        system.ingest(store)
-        ingest_wall = time.perf_counter() - start
-        embed_seconds = embedding.seconds
-        # Work deferred to the first search (LlamaIndex builds its BM25 index there)
-        # belongs to the ingest: first search minus an immediate repeat of it.
-        first, _, _ = _timed_search(system, embedding, warmup[0])
-        again, _, _ = _timed_search(system, embedding, warmup[0])
+            embedding.seconds = 0.0
+            start = time.perf_counter()
+            system.ingest(store)
+            ingest_wall = time.perf_counter() - start
+            embed_seconds = embedding.seconds
+            # Work deferred to the first search (LlamaIndex builds its BM25 index there)
+            # belongs to the ingest: first search minus an immediate repeat of it.
+            first, _, _ = _timed_search(system, embedding, warmup[0])
+            again, _, _ = _timed_search(system, embedding, warmup[0])
         settle = max(0.0, first - again) / 1e3
         wasted = getattr(system, "failed_attempt_s", 0.0)
         ingest_engine = ingest_wall - wasted - embed_seconds + settle
@@ -135,26 +144,29 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
         }
         result["count_after_ingest"] = system.count()
 
-        for query in warmup:
-            system.search(query)
-            if system.filterable:
-                system.search(query, {"user": "user-00"})
+        with turns.turn():
+            for query in warmup:
+                system.search(query)
+                if system.filterable:
+                    system.search(query, {"user": "user-00"})
 
         # add one: the call, plus whatever the next search still has to do for it
         add_ms, settle_ms, total_ms = [], [], []
         found: dict[str, int] = {}
         applicable: dict[str, int] = {}  # the tag leg: only memories that have tags
         for memory in extra:
-            start = time.perf_counter()
-            system.add_one(memory)
-            add = (time.perf_counter() - start) * 1e3
-            first, _, _ = _timed_search(system, embedding, memory["text"])
-            again, _, _ = _timed_search(system, embedding, memory["text"])
+            with turns.turn():
+                start = time.perf_counter()
+                system.add_one(memory)
+                add = (time.perf_counter() - start) * 1e3
+                first, _, _ = _timed_search(system, embedding, memory["text"])
+                again, _, _ = _timed_search(system, embedding, memory["text"])
+                checked = system.found_by(memory)
             settle = max(0.0, first - again)
             add_ms.append(add)
             settle_ms.append(settle)
             total_ms.append(add + settle)
-            for leg, ok in system.found_by(memory).items():
+            for leg, ok in checked.items():
                 found[leg] = found.get(leg, 0) + int(ok)
                 applicable[leg] = applicable.get(leg, 0) + 1
         result["add_one_ms"] = percentiles(total_ms)
@@ -163,19 +175,25 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
         result["searchable_after_add"] = {leg: f"{c}/{applicable[leg]}" for leg, c in found.items()}
 
         wall_ms, engine_ms = [], []
-        for query in queries:
-            wall, engine, _ = _timed_search(system, embedding, query)
-            wall_ms.append(wall)
-            engine_ms.append(engine)
+        for start in range(0, len(queries), BLOCK):
+            with turns.turn():
+                for query in queries[start : start + BLOCK]:
+                    wall, engine, _ = _timed_search(system, embedding, query)
+                    wall_ms.append(wall)
+                    engine_ms.append(engine)
         result["search_ms"] = percentiles(engine_ms)
         result["search_wall_ms"] = percentiles(wall_ms)
-        if isinstance(system, Ours):
-            result["search_stages_ms"] = search_stages(system, queries)
+        with turns.turn():  # every worker takes this turn, to keep the ring in step
+            if isinstance(system, Ours):
+                result["search_stages_ms"] = search_stages(system, queries)
+        filtered = []
+        for start in range(0, len(queries), BLOCK):
+            with turns.turn():
+                for i in range(start, min(start + BLOCK, len(queries))):
+                    if system.filterable:
+                        where = {"user": f"user-{i % FILTER_USERS:02d}"}
+                        filtered.append(_timed_search(system, embedding, queries[i], where)[1])
         if system.filterable:
-            filtered = []
-            for i, query in enumerate(queries):
-                where = {"user": f"user-{i % FILTER_USERS:02d}"}
-                filtered.append(_timed_search(system, embedding, query, where)[1])
             result["search_filtered_ms"] = percentiles(filtered)
         result["count"] = system.count()
         peak = Rss.peak_mb()
@@ -187,9 +205,10 @@ def run_worker(name: str, workdir: Path, adds: int) -> dict[str, Any]:
         }
         result["embedding_fallback_texts"] = embedding.fallback_texts
         result["load_average_end"] = round(os.getloadavg()[0], 2)
-        system.close()
-        if name in (OURS_DISK, CHROMA_DISK, CHROMA_LAYOUT):
-            result["disk_mb"] = dir_mb(scratch)
+        with turns.turn():
+            system.close()
+            if name in (OURS_DISK, CHROMA_DISK, CHROMA_LAYOUT):
+                result["disk_mb"] = dir_mb(scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return result
