@@ -152,3 +152,36 @@ def test_rounds_report_ingest_per_round_and_the_median_ratio() -> None:
     assert pair["median"] == pytest.approx(sorted(pair["each"])[1], abs=1e-3)
     target = block["targets"]["ingest_time_vs_chroma"]
     assert target["value"] == pair["median"] and "median of 3 rounds" in target["goal"]
+
+
+def test_paired_workers_take_turns_and_report_every_round() -> None:
+    """``--paired``: both workers at once, one block at a time; every figure is there,
+    for every round, and the peers are refused (they take other add counts)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
+    command = [sys.executable, str(SCRIPT), "--n", "200", "--queries", "15", "--adds", "2"]
+    command += ["--systems", "ours-disk", "chroma-disk", "--paired", "--rounds", "2"]
+    command += ["--json", "--data", str(DATA)]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report["config"]["paired"] is True
+    (block,) = report["results"]
+    assert len(block["rounds"]) == 2
+    for round_ in block["rounds"]:
+        for name, result in round_["systems"].items():
+            assert "error" not in result, (name, result)
+            assert result["count"] == 202
+            assert result["search_ms"]["n"] == 15
+            assert result["search_filtered_ms"]["n"] == 15
+        assert round_["ratios"]["ours-disk/chroma-disk"]["search_p50"] > 0
+    refused = subprocess.run(
+        [sys.executable, str(SCRIPT), "--n", "200", "--paired", "--peers", "--data", str(DATA)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2 and "--paired" in refused.stderr
