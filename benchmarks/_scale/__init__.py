@@ -7,6 +7,7 @@ Usage::
     python benchmarks/scale.py --n 100000 --model          # + the default embedding model
     python benchmarks/scale.py --n 2000 --queries 50       # the CI size (no timing checks)
     python benchmarks/scale.py --n 10000 --json            # one JSON document on stdout
+    python benchmarks/scale.py --n 100000 --systems ours-disk chroma-disk --paired --rounds 2
 
 What it does, per N:
 
@@ -22,7 +23,10 @@ What it does, per N:
    timed is the engine, not a model. Time spent inside embedding calls is measured and
    subtracted anyway.
 3. Measures every system in a fresh subprocess, one after the other (never in
-   parallel), so peak resident memory is the system's own and nothing is warm:
+   parallel), so peak resident memory is the system's own and nothing is warm; with
+   ``--paired`` the systems' subprocesses start together and take turns, one block of
+   work at a time (:mod:`_scale.turns`), so that they meet the same minutes of a
+   machine whose speed drifts, still never sharing the cores:
 
    - bulk ingest: one call with all N memories (Chroma: its maximal batches);
      memories/s excluding embedding calls; peak RSS of the process and its growth
@@ -68,6 +72,7 @@ again with ``--worker`` for each system):
 - :mod:`_scale.measure`: resident memory, percentiles, size on disk;
 - :mod:`_scale.systems`: hybrid-memory, Chroma and the peers behind one small shape;
 - :mod:`_scale.worker`: one system (or the model, ``--model``) measured in its process;
+- :mod:`_scale.turns`: the ring of turns of a ``--paired`` run;
 - :mod:`_scale.compare`: ratios ours/theirs, ingest over rounds, issue 5's targets;
 - :mod:`_scale.render`: the tables;
 - :mod:`_scale.cli`: the flags, the orchestration, the report.
