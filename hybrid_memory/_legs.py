@@ -122,9 +122,8 @@ class TagLeg:
     0.556 to 0.359, counting memories that hold every query word (and more) to 0.551;
     this rule leaves it at 0.556.
 
-    A search ranks once, after the vector query. What a ranking reads is kept should
-    the same leg rank again: the newest carriers of each tag do not depend on the other
-    legs and are read once, and carriers among the other legs' hits once per id.
+    A search ranks once, after the vector query: the newest carriers of each tag, and
+    the carriers among the other legs' hits, each read in one call.
     """
 
     def __init__(
@@ -149,34 +148,24 @@ class TagLeg:
         self._rows = None if scope is None else scope.rows
         self._exclude = exclude
         self._names = TagMatcher(tags)
-        self._newest: list[TagMatch] | None = None
-        self._asked: set[str] = set()
-        self._carrying: dict[str, TagMatch] = {}  # of the ids asked, those carrying a tag
 
     def rank(self, best_ranks: Mapping[str, int]) -> dict[str, int]:
         """``{id: matched count}`` in rank order, given each id's best rank in the other
         legs."""
         if not self._tags:
             return {}
-        if self._newest is None:
-            self._newest = self._index.tag_carriers(
-                self._tags, self._depth, self._node, within=self._rows
+        newest = self._index.tag_carriers(self._tags, self._depth, self._node, within=self._rows)
+        ids = list(best_ranks)
+        carrying = {
+            m.id: m
+            for m in self._index.tag_carriers(
+                self._tags, len(ids), self._node, among=ids, within=self._rows
             )
-        new = [i for i in best_ranks if i not in self._asked]
-        if new:
-            found = self._index.tag_carriers(
-                self._tags, len(new), self._node, among=new, within=self._rows
-            )
-            self._carrying.update((m.id, m) for m in found)
-            self._carrying.update(
-                (m.id, m) for m in self._naming([i for i in new if i in self._keyword_ids])
-            )
-            self._asked.update(new)
-        among = sorted(
-            (self._carrying[i] for i in best_ranks if i in self._carrying), key=tag_order
-        )
+        }
+        carrying.update((m.id, m) for m in self._naming([i for i in ids if i in self._keyword_ids]))
+        among = sorted(carrying.values(), key=tag_order)
         best: dict[str, TagMatch] = {}
-        for match in (*self._newest, *among):
+        for match in (*newest, *among):
             if match.id != self._exclude:
                 best[match.id] = match
         ordered = sorted(

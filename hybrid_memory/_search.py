@@ -108,12 +108,6 @@ class Searcher:
             alpha = adaptive_alpha(size, s.alpha_thresholds, s.alpha_values)
         weights = leg_weights(alpha, s.tag_weight, s.tag_boost, len(query.tags))
 
-        tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
-
-        def rankings_with(vector_ids: list[str]) -> tuple[dict[str, list[str]], dict[str, int]]:
-            counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))
-            return {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(counts)}, counts
-
         # Pseudo-relevance feedback before the one vector query: the keyword leg's top
         # moves the query vector towards itself. (Its top fused with the tag leg's, as
         # before, scored no better and cost the tag leg a ranking of its own: LoCoMo
@@ -143,7 +137,10 @@ class Searcher:
             if vector is None
             else VectorLeg(self._collection, index, node, scope).rank(vector, depth)
         )
-        rankings, tag_counts = rankings_with([i for i in vector_hits if i != exclude])
+        vector_ids = [i for i in vector_hits if i != exclude]
+        tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
+        tag_counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))
+        rankings = {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(tag_counts)}
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
         if s.recency_decay > 0 and fused:
             created = index.created_at(list(fused))

@@ -59,6 +59,7 @@ def _paired(
     with tempfile.TemporaryDirectory(prefix="scale-turns-") as folder:
         ring = Path(folder)
         make_ring(ring, len(names))
+
         def command(name: str, position: int) -> list[str]:
             worker = ["--worker", name, "--workdir", str(workdir), "--adds", str(adds)]
             ring_place = ["--turns", str(ring), "--position", str(position), "--of"]
@@ -330,10 +331,12 @@ def main(argv: list[str] | None = None) -> int:
             if repeated:
                 block["ingest_rounds"] = repeated
                 # every round's figures, not only the first's (the tables show the first)
-                block["rounds"] = [
-                    {"systems": r, "ratios": compare(r), "targets": targets(r, compare(r), None)}
-                    for r in rounds
-                ]
+                block["rounds"] = []
+                for each in rounds:
+                    pairs = compare(each)
+                    block["rounds"].append(
+                        {"systems": each, "ratios": pairs, "targets": targets(each, pairs)}
+                    )
             report["results"].append(block)
         if args.model and last_workdir is not None:
             _log("default embedding model")

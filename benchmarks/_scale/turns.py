@@ -66,6 +66,3 @@ class Alone:
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:
         yield
-
-    def close(self) -> None:
-        pass
