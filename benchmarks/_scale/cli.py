@@ -51,7 +51,7 @@ def _worker_env() -> dict[str, str]:
 
 
 def _paired(
-    names: list[str], workdir: Path, adds: int, timeout: float | None
+    names: list[str], workdir: Path, adds: int, timeout: float | None, keep: list[str]
 ) -> dict[str, dict[str, Any]]:
     """Every system's worker at once, taking turns block by block (:mod:`_scale.turns`);
     should one fail, the others are stopped (their ring would wait for it)."""
@@ -61,7 +61,7 @@ def _paired(
         make_ring(ring, len(names))
 
         def command(name: str, position: int) -> list[str]:
-            worker = ["--worker", name, "--workdir", str(workdir), "--adds", str(adds)]
+            worker = ["--worker", name, "--workdir", str(workdir), "--adds", str(adds), *keep]
             ring_place = ["--turns", str(ring), "--position", str(position), "--of"]
             out = ["--out", str(ring / f"{name}.json")]
             return [sys.executable, str(SCRIPT), *worker, *ring_place, str(len(names)), *out]
@@ -226,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="seconds allowed per system and N (default: no limit)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="keep each system's store in this folder (<name>-<n>) instead of deleting "
+        "it, to profile it afterwards",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_model_worker(args.workdir, args.model_batch_size, args.model_backend)
         else:
             turns = None if args.turns is None else Turns(args.turns, args.position, args.of)
-            result = run_worker(args.worker, args.workdir, args.adds, turns)
+            result = run_worker(args.worker, args.workdir, args.adds, turns, args.keep)
         args.out.write_text(json.dumps(result), encoding="utf-8")
         return 0
 
@@ -253,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.paired and any(name in PEER_SYSTEMS for name in systems):
         parser.error("--paired: the peers take other add counts; leave them out")
     adds = max(args.adds, args.peer_adds)
+    keep = [] if args.keep is None else ["--keep", str(args.keep.resolve())]
     report: dict[str, Any] = {
         "benchmark": "hybrid-memory scale (issue 5)",
         "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
@@ -301,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.paired:
                     _log(f"{where}: {', '.join(systems)}, paired")
                     started = time.perf_counter()
-                    results = _paired(systems, workdir, args.adds, args.timeout)
+                    results = _paired(systems, workdir, args.adds, args.timeout, keep)
                     _log(f"{where}: paired run done in {time.perf_counter() - started:.0f} s")
                     rounds.append(results)
                     continue
@@ -310,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                     _log(f"{where}: {LABELS[name]}")
                     started = time.perf_counter()
                     results[name] = _child(
-                        ["--worker", name, "--workdir", str(workdir), "--adds", str(count)],
+                        ["--worker", name, "--workdir", str(workdir), "--adds", str(count), *keep],
                         args.timeout,
                     )
                     _log(

@@ -45,11 +45,28 @@ class System:
         whether each leg returns it)."""
         return {"top10": memory["id"] in self.search(memory["text"])}
 
+    def miss_detail(self, memory: dict[str, Any]) -> dict[str, Any]:
+        """Where ``memory``, missing from the top k for its own text, ranks among the
+        first :data:`DEEP` (None: not there), to tell a lost vector hit from a fusion
+        that ranks it low."""
+        return {"probe": memory["id"], "rank": _rank(memory["id"], self.deep(memory["text"]))}
+
+    def deep(self, query: str) -> list[str]:
+        """The first :data:`DEEP` ids for ``query``."""
+        raise NotImplementedError
+
     def count(self) -> int:
         raise NotImplementedError
 
     def close(self) -> None:
         pass
+
+
+DEEP = 100  # how far down a missed memory is looked for
+
+
+def _rank(wanted: str, ids: list[str]) -> int | None:
+    return ids.index(wanted) + 1 if wanted in ids else None
 
 
 class _Items(Sequence[dict[str, Any]]):
@@ -122,6 +139,20 @@ class Ours(System):
                 found[leg] = leg in ranks
         return found
 
+    def miss_detail(self, memory: dict[str, Any]) -> dict[str, Any]:
+        """Also each leg's rank of the memory, unfiltered, and the fused score of the
+        memory and of the k-th hit."""
+        wanted = self.ids[memory["id"]]
+        hits = self.memory.search(memory["text"], k=DEEP)
+        at = next((n for n, h in enumerate(hits) if h.id == wanted), None)
+        return {
+            "probe": memory["id"],
+            "rank": None if at is None else at + 1,
+            "leg_ranks": {} if at is None else dict(hits[at].ranks),
+            "fused_score": None if at is None else hits[at].fused_score,
+            "kth_fused_score": hits[K - 1].fused_score if len(hits) >= K else None,
+        }
+
     def count(self) -> int:
         return self.memory.count()
 
@@ -176,6 +207,11 @@ class ChromaOnly(System):
         result = self.collection.query(
             query_embeddings=[vector], n_results=K, where=where, include=["documents", "metadatas"]
         )
+        return result["ids"][0]
+
+    def deep(self, query: str) -> list[str]:
+        vector = self.embedding.embed_query(query)
+        result = self.collection.query(query_embeddings=[vector], n_results=DEEP, include=[])
         return result["ids"][0]
 
     def count(self) -> int:
@@ -245,6 +281,9 @@ class PeerSystem(System):
         if where is not None:
             raise ValueError("peers take no filter")
         return self.peer.search(query, K)
+
+    def deep(self, query: str) -> list[str]:
+        return self.peer.search(query, DEEP)
 
     def count(self) -> int:
         return self.added

@@ -95,10 +95,16 @@ def search_stages(system: System, queries: list[str]) -> dict[str, float]:
 
 
 def run_worker(
-    name: str, workdir: Path, adds: int, turns: Turns | Alone | None = None
+    name: str,
+    workdir: Path,
+    adds: int,
+    turns: Turns | Alone | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """Measure one system on the prepared data, in this (fresh) process; with ``turns``,
-    one block at a time, taking turns with the other workers of a paired run."""
+    one block at a time, taking turns with the other workers of a paired run. With
+    ``keep``, the system's store is moved there when done (``<keep>/<name>-<n>``), to be
+    profiled afterwards; else it is deleted."""
     turns = turns or Alone()
     data, matrix, keys = load_prepared(workdir, peer=name in PEER_SYSTEMS)
     embedding = TableEmbedding(keys, matrix, HashingEmbedding().embed_array, name=data["embedding"])
@@ -153,6 +159,7 @@ def run_worker(
         # add one: the call, plus whatever the next search still has to do for it
         add_ms, settle_ms, total_ms = [], [], []
         found: dict[str, int] = {}
+        missed: list[dict[str, Any]] = []  # where each memory not found ranks
         applicable: dict[str, int] = {}  # the tag leg: only memories that have tags
         for memory in extra:
             with turns.turn():
@@ -162,6 +169,8 @@ def run_worker(
                 first, _, _ = _timed_search(system, embedding, memory["text"])
                 again, _, _ = _timed_search(system, embedding, memory["text"])
                 checked = system.found_by(memory)
+                if not checked["top10"]:
+                    missed.append(system.miss_detail(memory))
             settle = max(0.0, first - again)
             add_ms.append(add)
             settle_ms.append(settle)
@@ -173,6 +182,7 @@ def run_worker(
         result["add_call_ms"] = percentiles(add_ms)
         result["add_settle_ms"] = percentiles(settle_ms)
         result["searchable_after_add"] = {leg: f"{c}/{applicable[leg]}" for leg, c in found.items()}
+        result["missed_after_add"] = missed
 
         wall_ms, engine_ms = [], []
         for start in range(0, len(queries), BLOCK):
@@ -210,7 +220,15 @@ def run_worker(
             if name in (OURS_DISK, CHROMA_DISK, CHROMA_LAYOUT):
                 result["disk_mb"] = dir_mb(scratch)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if keep is not None and scratch.exists():
+            keep.mkdir(parents=True, exist_ok=True)
+            target, again = keep / f"{name}-{len(store)}", 1
+            while target.exists():  # a later round's store beside the first's
+                again += 1
+                target = keep / f"{name}-{len(store)}-{again}"
+            shutil.move(str(scratch), str(target))
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
     return result
 
 
