@@ -154,13 +154,14 @@ def test_rounds_report_ingest_per_round_and_the_median_ratio() -> None:
     assert target["value"] == pair["median"] and "median of 3 rounds" in target["goal"]
 
 
-def test_paired_workers_take_turns_and_report_every_round() -> None:
+def test_paired_workers_take_turns_and_report_every_round(tmp_path: Path) -> None:
     """``--paired``: both workers at once, one block at a time; every figure is there,
-    for every round, and the peers are refused (they take other add counts)."""
+    for every round, and the peers are refused (they take other add counts). With
+    ``--keep``, every round's stores are kept, to be profiled afterwards."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     command = [sys.executable, str(SCRIPT), "--n", "200", "--queries", "15", "--adds", "2"]
     command += ["--systems", "ours-disk", "chroma-disk", "--paired", "--rounds", "2"]
-    command += ["--json", "--data", str(DATA)]
+    command += ["--keep", str(tmp_path / "kept"), "--json", "--data", str(DATA)]
     proc = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=600, check=False
     )
@@ -175,7 +176,11 @@ def test_paired_workers_take_turns_and_report_every_round() -> None:
             assert result["count"] == 202
             assert result["search_ms"]["n"] == 15
             assert result["search_filtered_ms"]["n"] == 15
+            assert result["missed_after_add"] == [], result["missed_after_add"]
         assert round_["ratios"]["ours-disk/chroma-disk"]["search_p50"] > 0
+    kept = sorted(p.name for p in (tmp_path / "kept").iterdir())
+    assert kept == ["chroma-disk-200", "chroma-disk-200-2", "ours-disk-200", "ours-disk-200-2"]
+    assert (tmp_path / "kept" / "ours-disk-200" / "store" / "chroma.sqlite3").is_file()
     refused = subprocess.run(
         [sys.executable, str(SCRIPT), "--n", "200", "--paired", "--peers", "--data", str(DATA)],
         capture_output=True,
