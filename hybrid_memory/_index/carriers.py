@@ -5,11 +5,11 @@ each tag's newest carriers, and how many of the tags each of the other legs' hit
 carries. In SQL that is an index probe per (memory, tag) pair; against a sorted array
 of each tag's carriers it is one ``searchsorted``.
 
-:class:`TagCarriers` keeps, for the tags asked for recently, the row ids of their
-carriers (ascending) and those memories' creation times. It is derived state: filled
-from the index's ``memory_tags`` table and kept in step with it by
-:class:`~hybrid_memory._index.tags.TagIndex`, which empties it whenever another
-connection wrote. Nothing here does I/O.
+:class:`TagCarriers` keeps, for the tags asked for recently (for every tag, when they
+fit), the row ids of their carriers (ascending) and those memories' creation times. It
+is derived state: filled from the index's ``memory_tags`` table and kept in step with it
+by :class:`~hybrid_memory._index.tags.TagIndex`, through this connection's writes and
+the rows other connections wrote. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -24,75 +24,91 @@ import numpy.typing as npt
 from hybrid_memory._index.postings import FloatArray, IntArray
 
 BoolArray = npt.NDArray[np.bool_]
+RowArray = npt.NDArray[np.int32]
 _T = TypeVar("_T", bound=np.generic)
 
-CAPACITY = 2_000_000  # carrier entries kept over all tags (16 bytes each); least recent go first
+# Carrier entries kept over all tags, least recently asked tags dropped first: 8 bytes
+# each (a row id and its place in the tag's time order), beside 8 bytes per row for its
+# creation time, which every tag it carries shares. A million memories with two or three
+# tags each hold ~2.2 million: they all fit, so no search has to read a tag's carriers
+# again (a common tag's: 0.1-0.3 s at a million).
+CAPACITY = 8_000_000
+_ROW = np.int32  # row ids, as the postings keep them (their bound holds for the index)
+_MAX_ROW = int(np.iinfo(_ROW).max)
+
+
+def _as_rows(rows: npt.ArrayLike) -> RowArray:
+    """Row ids as the carriers hold them; a row id beyond their width is refused."""
+    values = np.asarray(rows, dtype=np.int64)
+    if len(values) and (int(values.min()) < 0 or int(values.max()) > _MAX_ROW):
+        raise ValueError(f"row ids must be in [0, {_MAX_ROW}]")
+    return values.astype(_ROW)
 
 
 class _Tag:
-    """One tag's carriers: row ids ascending, their creation times, and (once asked
-    for) their positions oldest first.
+    """One tag's carriers: row ids ascending and (once asked for) their positions
+    oldest first, by the creation times the owner keeps per row (``times``).
 
     The arrays keep room to grow: carriers above every held row (new memories) are
     written in place, and when they are also the newest (a memory just stored) their
     positions go at the end of the time order. Copying every carrier of a common tag on
     each add cost a time that grows with the store."""
 
-    __slots__ = ("_created", "_oldest", "_rows", "_size")
+    __slots__ = ("_oldest", "_rows", "_size")
 
-    def __init__(self, rows: IntArray, created: FloatArray) -> None:
+    def __init__(self, rows: RowArray) -> None:
         self._rows = rows
-        self._created = created
         self._size = len(rows)
-        self._oldest: IntArray | None = None  # positions oldest first (its first _size)
+        self._oldest: RowArray | None = None  # positions oldest first (its first _size)
 
     @property
-    def rows(self) -> IntArray:
+    def rows(self) -> RowArray:
         return self._rows[: self._size]
 
-    @property
-    def created(self) -> FloatArray:
-        return self._created[: self._size]
-
-    def newest_first(self) -> IntArray:
+    def newest_first(self, times: FloatArray) -> RowArray:
         # Ties in time: the later row first (as SQLite reads a (tag, created_at) index
         # backwards, which the SQL form of this leg does).
         if self._oldest is None:
-            self._oldest = np.lexsort((self.rows, self.created))
+            rows = self.rows
+            self._oldest = np.lexsort((rows, times[rows])).astype(_ROW)
         return self._oldest[: self._size][::-1]
 
-    def append(self, rows: IntArray, created: FloatArray) -> None:
-        """Add carriers above every held row (``rows`` ascending)."""
+    def append(self, rows: RowArray, times: FloatArray) -> None:
+        """Add carriers above every held row (``rows`` ascending, their times in
+        ``times`` already)."""
         held, added = self._size, len(rows)
         room = held + added + (held >> 3) + 16  # an eighth more: amortised copies
         if held + added > len(self._rows):
             self._rows = _with_room(self._rows, held, room)
-            self._created = _with_room(self._created, held, room)
         if self._oldest is not None and held + added > len(self._oldest):
             self._oldest = _with_room(self._oldest, held, room)
         self._rows[held : held + added] = rows
-        self._created[held : held + added] = created
         self._size = held + added
         if self._oldest is None:
             return
-        order = held + np.lexsort((rows, created))  # the new positions, oldest first
-        times = self._created[order]
-        if not held or times[0] >= self._created[self._oldest[held - 1]]:
-            self._oldest[held : held + added] = order  # newer than every held carrier
+        created = times[rows]
+        order = np.lexsort((rows, created))  # the new ones, oldest first
+        fresh = created[order]
+        newest_held = times[self._rows[self._oldest[held - 1]]] if held else -np.inf
+        if fresh[0] >= newest_held:
+            self._oldest[held : held + added] = held + order  # newer than every held one
             return
         # Among the held ones by time; a new row, above every held one, comes after
         # those of equal time.
         oldest = self._oldest[:held]
-        at = np.searchsorted(self._created[oldest], times, side="right")
-        self._oldest = np.insert(oldest, at, order)
+        at = np.searchsorted(times[self._rows[oldest]], fresh, side="right")
+        self._oldest = np.insert(oldest, at, (held + order).astype(_ROW))
 
-    def positions(self, rows: IntArray) -> tuple[IntArray, BoolArray]:
+    def positions(self, rows: RowArray) -> tuple[IntArray, BoolArray]:
         """Where each of ``rows`` sits in this tag's rows, and whether it is there."""
         held = self.rows
         at = np.searchsorted(held, rows)
         found = at < len(held)
         found[found] = held[at[found]] == rows[found]
         return at, found
+
+
+_NONE = _Tag(np.zeros(0, dtype=_ROW))  # a tag that no memory carries
 
 
 def _with_room(values: npt.NDArray[_T], used: int, size: int) -> npt.NDArray[_T]:
@@ -104,12 +120,20 @@ def _with_room(values: npt.NDArray[_T], used: int, size: int) -> npt.NDArray[_T]
 
 class TagCarriers:
     """Carriers of recently asked tags, ``capacity`` entries at most (least recently
-    asked tags dropped first)."""
+    asked tags dropped first).
 
-    def __init__(self, capacity: int = CAPACITY) -> None:
+    When :attr:`complete`, every tag's carriers are held: a tag not held has none, and
+    rows written carrying a tag not held yet start it. That holds from the start for an
+    index opened empty (every row comes through :meth:`add` or :meth:`add_rows`), and
+    after the owner read every tag (:meth:`put` ... :meth:`held_all`); it ends when a
+    tag has to go for room, and at :meth:`clear`."""
+
+    def __init__(self, capacity: int = CAPACITY, *, complete: bool = False) -> None:
         self.capacity = capacity
+        self.complete = complete
         self._tags: OrderedDict[str, _Tag] = OrderedDict()
         self._size = 0
+        self._times = np.zeros(0, dtype=np.float64)  # each held row's creation time
 
     def __contains__(self, tag: str) -> bool:
         return tag in self._tags
@@ -119,22 +143,47 @@ class TagCarriers:
         return len(self._tags)
 
     def missing(self, tags: Iterable[str]) -> list[str]:
-        """Those of ``tags`` not held (to be read with :meth:`put`)."""
+        """Those of ``tags`` not held (to be read with :meth:`put`); none when complete."""
+        if self.complete:
+            return []
         return [t for t in dict.fromkeys(tags) if t not in self._tags]
 
-    def put(self, tag: str, rows: IntArray, created: FloatArray, keep: Iterable[str] = ()) -> None:
+    def put(
+        self, tag: str, rows: npt.ArrayLike, created: npt.ArrayLike, keep: Iterable[str] = ()
+    ) -> None:
         """Hold ``tag``'s carriers: row ids ascending, with their creation times. Over
         capacity, the least recently asked tags go, except ``tag`` and those in ``keep``
         (the other tags a search is about to read: they stay even past capacity)."""
+        held = _as_rows(rows)
+        self._set_times(held, np.asarray(created, dtype=np.float64))
         self._drop(tag)
-        self._tags[tag] = _Tag(rows, created)
-        self._size += len(rows)
-        if self._size > self.capacity:
-            kept = {tag, *keep}
-            for old in [t for t in self._tags if t not in kept]:
-                if self._size <= self.capacity:
-                    break
-                self._drop(old)
+        self._tags[tag] = _Tag(held)
+        self._size += len(held)
+        self._make_room({tag, *keep})
+
+    def held_all(self) -> None:
+        """The owner :meth:`put` every tag that has carriers: the rest have none."""
+        if self._size <= self.capacity:
+            self.complete = True
+
+    def _make_room(self, kept: set[str]) -> None:
+        if self._size <= self.capacity:
+            return
+        self.complete = False
+        for old in [t for t in self._tags if t not in kept]:
+            if self._size <= self.capacity:
+                break
+            self._drop(old)
+
+    def _set_times(self, rows: RowArray, created: FloatArray) -> None:
+        if not len(rows):
+            return
+        top = int(rows.max()) + 1
+        if top > len(self._times):
+            grown = np.zeros(max(top, len(self._times) + (len(self._times) >> 2)), np.float64)
+            grown[: len(self._times)] = self._times
+            self._times = grown
+        self._times[rows] = created
 
     def _drop(self, tag: str) -> None:
         held = self._tags.pop(tag, None)
@@ -142,8 +191,13 @@ class TagCarriers:
             self._size -= len(held.rows)
 
     def _held(self, tag: str) -> _Tag:
+        held = self._tags.get(tag)
+        if held is None:
+            if self.complete:
+                return _NONE
+            raise KeyError(tag)
         self._tags.move_to_end(tag)
-        return self._tags[tag]
+        return held
 
     def newest(
         self, tag: str, limit: int, within: IntArray | None = None
@@ -151,29 +205,31 @@ class TagCarriers:
         """The ``limit`` newest carriers of a held ``tag`` (among the row ids ``within``,
         when given): row ids and creation times, newest first."""
         held = self._held(tag)
-        order = held.newest_first()
+        order = held.newest_first(self._times)
         if within is not None:
             order = order[np.isin(held.rows[order], within, assume_unique=True)]
-        order = order[:limit]
-        return held.rows[order], held.created[order]
+        rows = held.rows[order[:limit]].astype(np.int64)
+        return rows, self._times[rows]
 
     def counts(self, rows: IntArray, tags: Sequence[str]) -> tuple[IntArray, FloatArray]:
         """For each of ``rows``: how many of the held ``tags`` it carries, and its
         creation time (0.0 for rows carrying none)."""
+        rows = np.asarray(rows, dtype=np.int64)
         matched = np.zeros(len(rows), dtype=np.int64)
         created = np.zeros(len(rows), dtype=np.float64)
+        inside = (rows >= 0) & (rows <= _MAX_ROW)
+        asked = np.where(inside, rows, 0).astype(_ROW)  # searched at the carriers' width
         for tag in dict.fromkeys(tags):
-            held = self._held(tag)
-            at, found = held.positions(rows)
-            matched += found
-            created[found] = held.created[at[found]]
+            matched += self._held(tag).positions(asked)[1] & inside
+        carrying = matched > 0
+        created[carrying] = self._times[rows[carrying]]
         return matched, created
 
     def add(
         self, rows: Sequence[int], tags: Sequence[Iterable[str]], created: Sequence[float]
     ) -> None:
         """New index rows (``rows[i]`` carries ``tags[i]``, made at ``created[i]``) into
-        the held tags they carry."""
+        the held tags they carry (every tag, when complete)."""
         self.add_rows(
             (row, tag, when)
             for row, row_tags, when in zip(rows, tags, created, strict=True)
@@ -184,38 +240,47 @@ class TagCarriers:
         """:meth:`add` from ``(row, tag, created)`` triples; rows already held are
         kept once."""
         new: dict[str, tuple[list[int], list[float]]] = {}
+        held_tags, complete = self._tags, self.complete
         for row, tag, when in carried:
-            if tag in self._tags:
+            if complete or tag in held_tags:
                 entry = new.setdefault(tag, ([], []))
                 entry[0].append(row)
                 entry[1].append(when)
         for tag, (added, times) in new.items():
-            held = self._tags[tag]
+            rows = _as_rows(added)
+            self._set_times(rows, np.asarray(times, dtype=np.float64))
+            held = self._tags.get(tag)
+            if held is None:  # complete: a tag nobody carried yet
+                held = self._tags[tag] = _Tag(np.unique(rows))
+                self._size += len(held.rows)
+                continue
             before = len(held.rows)
-            rows = np.asarray(added, dtype=np.int64)
-            created = np.asarray(times, dtype=np.float64)
-            if (not before or rows.min() > held.rows[-1]) and (np.diff(rows) > 0).all():
-                held.append(rows, created)
+            if (not before or int(rows.min()) > int(held.rows[-1])) and bool(
+                (np.diff(rows) > 0).all()
+            ):
+                held.append(rows, self._times)
             else:  # among the held rows, or repeated: sorted and kept once
-                merged, first = np.unique(np.concatenate([held.rows, rows]), return_index=True)
-                held = self._tags[tag] = _Tag(
-                    merged, np.concatenate([held.created, created])[first]
-                )
+                held = self._tags[tag] = _Tag(np.unique(np.concatenate([held.rows, rows])))
             self._size += len(held.rows) - before
+        if new:
+            self._make_room(set(new))
 
     def remove(self, rows: Sequence[int]) -> None:
         """Index rows gone (deleted, or replaced by an update's new row)."""
         if not len(rows):
             return
-        gone = np.unique(np.asarray(rows, dtype=np.int64))
+        every = np.unique(np.asarray(rows, dtype=np.int64))
+        gone: RowArray = every[(every >= 0) & (every <= _MAX_ROW)].astype(_ROW)
         for tag, held in list(self._tags.items()):
             at, found = held.positions(gone)
             if found.any():
                 keep = np.ones(len(held.rows), dtype=bool)
                 keep[at[found]] = False
-                self._tags[tag] = _Tag(held.rows[keep], held.created[keep])
+                self._tags[tag] = _Tag(held.rows[keep])
                 self._size -= int(found.sum())
 
     def clear(self) -> None:
         self._tags.clear()
         self._size = 0
+        self._times = np.zeros(0, dtype=np.float64)
+        self.complete = False

@@ -76,7 +76,7 @@ class KeywordIndex:
             empty=file.opened_empty,
             path=file.path,
         )
-        self.tags = TagIndex(conn, self.ids_cache)
+        self.tags = TagIndex(conn, self.ids_cache, empty=file.opened_empty)
         self._data_version = file.data_version()
 
     def reset(self, cause: BaseException) -> None:

@@ -42,12 +42,13 @@ class TagIndex:
     """Tag lookups over ``memory_tags``. Runs under the caller's lock, after the caller
     brought the index in step with other connections' writes."""
 
-    def __init__(self, conn: sqlite3.Connection, ids: MemoryIds) -> None:
+    def __init__(self, conn: sqlite3.Connection, ids: MemoryIds, *, empty: bool = False) -> None:
         self._conn = conn
         self._ids = ids
-        # The carriers of recently matched tags, kept in step with this connection's
-        # writes and emptied when another connection wrote.
-        self.carriers = TagCarriers()
+        # The carriers of recently matched tags (of every tag, from the start, when the
+        # index was opened ``empty``: a store filled in this process never reads them),
+        # kept in step with this connection's writes and other connections'.
+        self.carriers = TagCarriers(complete=empty)
 
     def matches(
         self,
@@ -88,7 +89,8 @@ class TagIndex:
                 )
                 for tag, carriers in itertools.groupby(every, key=itemgetter(0)):
                     self._put(tag, list(carriers), tags)
-                missing = self.carriers.missing(missing)  # tags nobody carries
+                self.carriers.held_all()
+                missing = self.carriers.missing(missing)  # none, unless they did not fit
         for tag in missing:
             self._put(
                 tag,
@@ -225,7 +227,7 @@ class TagIndex:
 
     def other_writers_wrote(self, gone: Sequence[int], high: int) -> None:
         """After other connections wrote: rows ``gone`` out, those above ``high`` in."""
-        if not self.carriers:
+        if not self.carriers and not self.carriers.complete:
             return
         try:
             self.carriers.remove(gone)

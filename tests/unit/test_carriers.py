@@ -4,6 +4,7 @@ relies on, by hand."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hybrid_memory._index.carriers import TagCarriers
 
@@ -129,3 +130,44 @@ def test_memories_added_one_at_a_time_keep_every_answer_exact() -> None:
             ):
                 assert got.tolist() == expected.tolist()
     assert carriers._size == 401 + 400  # "t" holds 401, "u" 400
+
+
+def test_complete_carriers_start_the_tags_rows_bring_and_know_the_rest_are_empty() -> None:
+    carriers = TagCarriers(complete=True)
+    assert carriers.missing(["a", "b"]) == []  # nothing to read: no tag has carriers yet
+    assert carriers.newest("a", 5)[0].tolist() == []
+    carriers.add([3, 4], [("a",), ("a", "b")], [7.0, 9.0])
+    carriers.add_rows([(6, "c", 8.0)])
+    assert carriers.newest("a", 5)[0].tolist() == [4, 3]
+    assert carriers.newest("c", 5)[1].tolist() == [8.0]
+    matched, created = carriers.counts(ints(4, 3, 6, 5, -1, 2**40), ["a", "b", "zzz"])
+    assert matched.tolist() == [2, 1, 0, 0, 0, 0]
+    assert created.tolist() == [9.0, 7.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_carriers_that_no_longer_fit_are_no_longer_complete() -> None:
+    carriers = TagCarriers(capacity=4, complete=True)
+    carriers.add([1, 2, 3], [("a",), ("a",), ("b",)], [1.0, 2.0, 3.0])
+    assert carriers.complete
+    carriers.add([4, 5], [("c",), ("c",)], [4.0, 5.0])  # 5 entries: "a" (asked least) goes
+    assert not carriers.complete
+    assert carriers.missing(["a", "b", "c"]) == ["a"]
+    with pytest.raises(KeyError):  # neither held nor known to be empty: read it first
+        carriers.newest("a", 1)
+
+
+def test_every_tag_put_makes_them_complete_if_they_fit() -> None:
+    carriers = held()
+    assert carriers.missing(["a", "zzz"]) == ["zzz"]
+    carriers.held_all()
+    assert carriers.complete and carriers.missing(["a", "zzz"]) == []
+    small = TagCarriers(capacity=3)
+    small.put("a", ints(1, 2, 3), floats(1, 2, 3))
+    small.put("b", ints(4), floats(4), keep=["a", "b"])  # kept past capacity
+    small.held_all()
+    assert not small.complete
+
+
+def test_row_ids_beyond_the_carriers_width_are_refused() -> None:
+    with pytest.raises(ValueError, match="row ids"):
+        TagCarriers().put("a", ints(1, 2**31), floats(1, 2))

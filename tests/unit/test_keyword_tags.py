@@ -225,3 +225,49 @@ def test_held_carriers_follow_another_connections_writes(
     assert reader.tag_carriers(["rare"], 1)[0].id == "mine"
     writer.close()
     reader.close()
+
+
+def _carrier_reads(index: KeywordIndex) -> list[str]:
+    """Records the statements that read tag carriers from ``memory_tags``."""
+    seen: list[str] = []
+
+    def trace(statement: str) -> None:
+        if "FROM memory_tags" in statement and "rowid, created_at" in statement:
+            seen.append(statement)
+
+    index.file.conn.set_trace_callback(trace)
+    return seen
+
+
+def test_an_index_filled_from_empty_never_reads_its_carriers(tmp_path: Path) -> None:
+    index = KeywordIndex(str(tmp_path / "index.sqlite3"), TOKENIZER)
+    reads = _carrier_reads(index)
+    rows = _rows(400, seed=23)
+    index.upsert(rows[:250])
+    rng = random.Random(5)
+    _assert_like_reference(index, rng)
+    index.upsert([*rows[250:], IndexRow("late", "late", ("brand new",), {}, "", 1.0, 1.0)])
+    _assert_like_reference(index, rng)
+    assert [m.id for m in index.tag_carriers(["brand new"], 5)] == ["late"]
+    assert reads == []
+    index.close()
+
+
+def test_a_reopened_index_reads_every_tag_once_then_follows_its_writes(tmp_path: Path) -> None:
+    path = str(tmp_path / "index.sqlite3")
+    first = KeywordIndex(path, TOKENIZER)
+    rows = _rows(400, seed=24)
+    first.upsert(rows[:300])
+    first.close()
+    index = KeywordIndex(path, TOKENIZER)
+    reads = _carrier_reads(index)
+    assert not index.tags.carriers.complete
+    rng = random.Random(6)
+    _assert_like_reference(index, rng)
+    assert len(reads) == 1  # every tag in one pass
+    assert index.tags.carriers.complete
+    index.upsert([*rows[300:], IndexRow("late", "late", ("brand new",), {}, "", 1.0, 1.0)])
+    _assert_like_reference(index, rng)
+    assert [m.id for m in index.tag_carriers(["brand new", "nobody's"], 5)] == ["late"]
+    assert len(reads) == 1
+    index.close()
