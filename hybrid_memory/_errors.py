@@ -63,6 +63,8 @@ class StoreError(HybridMemoryError):
 #: name and the command stay ``hybrid_memory`` and ``hybrid-memory``. The index's
 #: ``hybrid-memory`` is an unrelated project (it installs only a ``scripts`` package).
 DISTRIBUTION = "hybrid-agent-memory"
+
+
 class IndexFileError(StoreError):
     """A file of the keyword index cannot be used (a directory where the file should be,
     a device, no permission): what the library cannot repair by itself, since the fix

@@ -183,9 +183,7 @@ class TagLeg:
         # Texts first, tags (JSON to decode) only for the few that say what the query
         # says: the keyword leg's hits are many, those few.
         ids = self._index.holding_every(sorted(self._query_words), ids)
-        saying = [
-            memory_id for memory_id, text in self._index.texts(ids) if self._says_query(text)
-        ]
+        saying = [memory_id for memory_id, text in self._index.texts(ids) if self._says_query(text)]
         if not saying:
             return []
         asked = set(self._tags)

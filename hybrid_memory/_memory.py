@@ -217,9 +217,7 @@ class HybridMemory:
         memories = PendingMemories.of_items(given, self.settings)
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
 
-    def _add(
-        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool
-    ) -> list[str]:
+    def _add(self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool) -> list[str]:
         return self._parts.writer.add(
             memories,
             upsert=upsert,

@@ -55,9 +55,7 @@ class StoreParts:
         self.collection = ChromaCollection(s, name, self.embedder.name, client)
         # What the store talks to, when that outlives this process and is not a ``path``
         # (whose index lives beside it): the index is then kept in a cache file.
-        self.server = (
-            None if self.private or s.path else server_identity(s, self.collection.client)
-        )
+        self.server = None if self.private or s.path else server_identity(s, self.collection.client)
         self.index = KeywordIndex(
             index_path(s, name, self.collection.id, self.server), s.keyword_tokenizer
         )

@@ -213,8 +213,7 @@ class Searcher:
             for memory_id, words in texts.items():
                 held[memory_id] = {t for w in words for t in terms[w]}
         evidences = [
-            evidence(cosines.get(m.id), keyword_coverage(query_terms, held[m.id]))
-            for m in memories
+            evidence(cosines.get(m.id), keyword_coverage(query_terms, held[m.id])) for m in memories
         ]
         return monotone_relevance(evidences)
 
@@ -287,6 +286,8 @@ def _within_budget(
         if budget > max_tokens:
             return memories[:position]
     return memories
+
+
 def _favour_times(
     fused: dict[str, float],
     created: Mapping[str, float],

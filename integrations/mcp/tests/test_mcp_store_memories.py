@@ -28,8 +28,6 @@ BATCH = [
 ]
 
 
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[HybridMemory]:
     memory = open_store(tmp_path / "memory")

@@ -30,8 +30,6 @@ TOOLS = {
 }
 
 
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Any:
     memory = open_store(tmp_path / "memory")
