@@ -16,6 +16,7 @@ from hybrid_memory._errors import StoreError
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.location import index_path, server_identity
 from hybrid_memory._namespaces import namespace_collection, namespace_index_path
+from hybrid_memory._recent import RecentVectors
 from hybrid_memory._search import Searcher
 from hybrid_memory._settings import HybridMemorySettings, load_settings
 from hybrid_memory._sync import IndexSync
@@ -65,11 +66,18 @@ class StoreParts:
         # time, so it never queues the embeddings of two searches).
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
         self.sync = IndexSync(self.collection, self.index, self.tags, self.lock, self.pool)
+        # This process's latest writes, compared exactly by the vector leg (Chroma's
+        # search is approximate: a memory just added must be found).
+        recent = RecentVectors()
         self.writer = Writer(
-            self.collection, self.index, self.sync, self.tags, self.embedder, self.lock
+            self.collection, self.index, self.sync, self.tags, self.embedder, self.lock, recent
         )
         self.searcher = Searcher(
-            self.collection, self.index, QueryCache(self.embedder, s.query_cache_size), self.pool
+            self.collection,
+            self.index,
+            QueryCache(self.embedder, s.query_cache_size),
+            self.pool,
+            recent,
         )
         self.closed = False
         self._namespaces: dict[str, StoreParts] = {}

@@ -27,6 +27,7 @@ from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
 from hybrid_memory._recency import age_in_days, decay_factor
+from hybrid_memory._recent import RecentVectors
 from hybrid_memory._records import to_memory
 from hybrid_memory._relevance import evidence, keyword_coverage, monotone_relevance
 from hybrid_memory._settings import HybridMemorySettings
@@ -64,11 +65,13 @@ class Searcher:
         index: KeywordIndex,
         queries: QueryCache,
         pool: Executor,
+        recent: RecentVectors,
     ) -> None:
         self._collection = collection
         self._index = index
         self._queries = queries
         self._pool = pool
+        self._recent = recent
 
     def search(
         self, query: Query, s: HybridMemorySettings, *, warming: str | None = None
@@ -135,7 +138,13 @@ class Searcher:
         vector_hits = (
             {}
             if vector is None
-            else VectorLeg(self._collection, index, node, scope).rank(vector, depth)
+            else self._with_recent(
+                VectorLeg(self._collection, index, node, scope).rank(vector, depth),
+                vector,
+                depth,
+                node,
+                scope,
+            )
         )
         vector_ids = [i for i in vector_hits if i != exclude]
         tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
@@ -172,6 +181,32 @@ class Searcher:
             fallback_reason=fallback_reason,
             time_window=query.time_window,
         )
+
+    def _with_recent(
+        self,
+        hits: dict[str, float],
+        vector: Vector,
+        depth: int,
+        node: Node | None,
+        scope: Scope | None,
+    ) -> dict[str, float]:
+        """The vector leg's ``hits`` with the memories this process wrote lately
+        (:mod:`hybrid_memory._recent`) that Chroma's approximate search left out though
+        they reach its cut, filtered as the leg is: ``{id: cosine}``, best first."""
+        floor = min(hits.values()) if len(hits) >= depth else -1.0
+        fresh = {i: c for i, c in self._recent.nearest(vector, floor).items() if i not in hits}
+        if not fresh:
+            return hits
+        if scope is not None:
+            allowed = set(scope.ids)
+            fresh = {i: c for i, c in fresh.items() if i in allowed}
+        # Those still indexed and passing the filter (another process may have deleted one).
+        passing = self._index.passing(list(fresh), node)
+        fresh = {i: c for i, c in fresh.items() if i in passing}
+        if not fresh:
+            return hits
+        merged = sorted({**hits, **fresh}.items(), key=lambda pair: -pair[1])
+        return dict(merged[:depth])
 
     def vectors(self, ids: list[str]) -> list[Vector]:
         """The vectors of those of ``ids`` that exist: the index's copy where it has one
@@ -235,7 +270,9 @@ class Searcher:
     def _vector_only(self, query: Query, s: HybridMemorySettings, reason: str) -> SearchResult:
         depth = max(s.candidates, query.k) + (1 if query.exclude else 0)
         vector = query.vector if query.vector is not None else self._queries.embed(query.text)
-        hits = self._collection.nearest(vector, depth, None)
+        hits = self._with_recent(
+            self._collection.nearest(vector, depth, None), vector, depth, None, None
+        )
         ranking = [i for i in hits if i != query.exclude]
         weights = {VECTOR: 1.0, KEYWORD: 0.0, TAG: 0.0}
         fused = reciprocal_rank_fusion({VECTOR: ranking}, weights, s.rrf_k)

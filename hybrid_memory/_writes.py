@@ -23,6 +23,7 @@ from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNot
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._inputs import PendingMemories
+from hybrid_memory._recent import RecentVectors
 from hybrid_memory._records import (
     CREATED_KEY,
     TAGS_KEY,
@@ -48,6 +49,7 @@ class Writer:
         tags: TagCache,
         embedder: Embedder,
         lock: threading.RLock,
+        recent: RecentVectors,
     ) -> None:
         self._collection = collection
         self._index = index
@@ -55,6 +57,7 @@ class Writer:
         self._tags = tags
         self._embedder = embedder
         self._lock = lock
+        self._recent = recent
 
     def add(
         self,
@@ -163,6 +166,7 @@ class Writer:
         with self._sync.writing():
             self._write_batch(operation, rows, vectors, metadatas)
             self._note_tags([row.tags for row in rows], removed_tags)
+        self._recent.add([row.id for row in rows], vectors)
 
     def _write_batch(
         self,
@@ -221,6 +225,7 @@ class Writer:
                     "upsert", [row], vector, [chroma_metadata(row, stored_metadata)]
                 )
                 self._sync.rebuilding_on_damage(lambda: self._index.upsert([row], vector))
+            self._recent.add([row.id], vector)
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return row
 
@@ -255,6 +260,7 @@ class Writer:
         unique = list(dict.fromkeys(ids))
         with self._sync.writing():
             self._collection.delete(unique)
+            self._recent.forget(unique)
             self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
         self._tags.invalidate()
         return len(unique)

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
+from hybrid_memory._filters import parse_filter
+from hybrid_memory._legs import Scope
 
 from ..conftest import SeededEmbedding
 
@@ -84,3 +86,48 @@ def test_only_a_memory_saying_what_the_query_says_counts_as_naming_its_tags(
     assert naming in [hit.id for hit in result[:10]]
     assert "tag" not in hits[mention].ranks
     assert "tag" not in hits[silent].ranks
+
+
+def test_a_memory_the_approximate_vector_search_leaves_out_is_found_by_its_writer() -> None:
+    """Chroma's vector search is approximate: in a large store it can leave out a memory
+    just added, even asked with its own vector (Chroma alone, a million memories: one of
+    20). The vector leg then takes it from this process's latest writes, compared exactly
+    and filtered as the leg is. Here Chroma's real hits lack the memory, as such a miss
+    returns them."""
+    embedding = SeededEmbedding()
+    with HybridMemory(embedding=embedding, embedding_name="test-seeded-64") as store:
+        rng = random.Random(7)
+        store.add_many(
+            [
+                {
+                    "text": " ".join(rng.choice(WORDS) for _ in range(8)) + f" note {i}",
+                    "metadata": {"user": "u1" if i % 2 else "u2"},
+                }
+                for i in range(400)
+            ]
+        )
+        text = "the dentist moved the marathon training plan to tuesday"
+        fresh = store.add(text, metadata={"user": "u1"})
+        parts = store._parts
+        (vector,) = embedding([text])
+        hits = parts.collection.nearest(vector, 100, None)
+        assert next(iter(hits)) == fresh  # Chroma finds it here...
+        missed = {i: c for i, c in hits.items() if i != fresh}  # ...a miss lacks it
+
+        got = parts.searcher._with_recent(missed, vector, 100, None, None)
+        assert next(iter(got)) == fresh and got[fresh] == pytest.approx(1.0, abs=1e-5)
+        assert len(got) == 100 and list(got.values()) == sorted(got.values(), reverse=True)
+        assert parts.searcher._with_recent(hits, vector, 100, None, None) == hits
+
+        # Filtered as the leg is: by the filter, and by a narrow filter's memories.
+        other_user = parse_filter({"user": "u2"})
+        assert fresh not in parts.searcher._with_recent(missed, vector, 100, other_user, None)
+        same_user = parse_filter({"user": "u1"})
+        assert fresh in parts.searcher._with_recent(missed, vector, 100, same_user, None)
+        scope = Scope.of(parts.index, parse_filter({"user": "u2"}))
+        assert scope is not None
+        assert fresh not in parts.searcher._with_recent(missed, vector, 100, None, scope)
+
+        # Deleted, it is gone from the latest writes too.
+        store.delete(fresh)
+        assert fresh not in parts.searcher._with_recent(missed, vector, 100, None, None)
