@@ -143,7 +143,6 @@ class Searcher:
                 vector,
                 depth,
                 node,
-                scope,
             )
         )
         vector_ids = [i for i in vector_hits if i != exclude]
@@ -183,30 +182,29 @@ class Searcher:
         )
 
     def _with_recent(
-        self,
-        hits: dict[str, float],
-        vector: Vector,
-        depth: int,
-        node: Node | None,
-        scope: Scope | None,
+        self, hits: dict[str, float], vector: Vector, depth: int, node: Node | None
     ) -> dict[str, float]:
         """The vector leg's ``hits`` with the memories this process wrote lately
         (:mod:`hybrid_memory._recent`) that Chroma's approximate search left out though
-        they reach its cut, filtered as the leg is: ``{id: cosine}``, best first."""
-        floor = min(hits.values()) if len(hits) >= depth else -1.0
-        fresh = {i: c for i, c in self._recent.nearest(vector, floor).items() if i not in hits}
+        they reach its cut and pass its filter: ``{id: cosine}``, best first.
+
+        Only those at least as near as the leg's farthest hit are looked at (the one
+        asked for by its own text is the nearest of all), best first, a leg's depth at
+        a time, each batch checked in the index (still there, passing the filter: a
+        narrow filter's memories are those passing it) until none can reach the cut."""
+        floor = min(hits.values()) if hits else -1.0
+        fresh = [(i, c) for i, c in self._recent.nearest(vector, floor).items() if i not in hits]
         if not fresh:
             return hits
-        if scope is not None:
-            allowed = set(scope.ids)
-            fresh = {i: c for i, c in fresh.items() if i in allowed}
-        # Those still indexed and passing the filter (another process may have deleted one).
-        passing = self._index.passing(list(fresh), node)
-        fresh = {i: c for i, c in fresh.items() if i in passing}
-        if not fresh:
-            return hits
-        merged = sorted({**hits, **fresh}.items(), key=lambda pair: -pair[1])
-        return dict(merged[:depth])
+        kept = dict(hits)
+        for start in range(0, len(fresh), depth):
+            batch = fresh[start : start + depth]
+            if len(kept) >= depth and batch[0][1] < min(kept.values()):
+                break  # this batch and the rest are all farther than the cut
+            passing = self._index.passing([i for i, _ in batch], node)
+            kept.update((i, c) for i, c in batch if i in passing)
+            kept = dict(sorted(kept.items(), key=lambda pair: -pair[1])[:depth])
+        return kept
 
     def vectors(self, ids: list[str]) -> list[Vector]:
         """The vectors of those of ``ids`` that exist: the index's copy where it has one
@@ -270,9 +268,7 @@ class Searcher:
     def _vector_only(self, query: Query, s: HybridMemorySettings, reason: str) -> SearchResult:
         depth = max(s.candidates, query.k) + (1 if query.exclude else 0)
         vector = query.vector if query.vector is not None else self._queries.embed(query.text)
-        hits = self._with_recent(
-            self._collection.nearest(vector, depth, None), vector, depth, None, None
-        )
+        hits = self._with_recent(self._collection.nearest(vector, depth, None), vector, depth, None)
         ranking = [i for i in hits if i != query.exclude]
         weights = {VECTOR: 1.0, KEYWORD: 0.0, TAG: 0.0}
         fused = reciprocal_rank_fusion({VECTOR: ranking}, weights, s.rrf_k)

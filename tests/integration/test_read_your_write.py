@@ -18,7 +18,6 @@ import pytest
 
 from hybrid_memory import HybridMemory
 from hybrid_memory._filters import parse_filter
-from hybrid_memory._legs import Scope
 
 from ..conftest import SeededEmbedding
 
@@ -114,20 +113,23 @@ def test_a_memory_the_approximate_vector_search_leaves_out_is_found_by_its_write
         assert next(iter(hits)) == fresh  # Chroma finds it here...
         missed = {i: c for i, c in hits.items() if i != fresh}  # ...a miss lacks it
 
-        got = parts.searcher._with_recent(missed, vector, 100, None, None)
+        got = parts.searcher._with_recent(missed, vector, 100, None)
         assert next(iter(got)) == fresh and got[fresh] == pytest.approx(1.0, abs=1e-5)
         assert len(got) == 100 and list(got.values()) == sorted(got.values(), reverse=True)
-        assert parts.searcher._with_recent(hits, vector, 100, None, None) == hits
+        assert parts.searcher._with_recent(hits, vector, 100, None) == hits
 
-        # Filtered as the leg is: by the filter, and by a narrow filter's memories.
+        # Filtered as the leg is.
         other_user = parse_filter({"user": "u2"})
-        assert fresh not in parts.searcher._with_recent(missed, vector, 100, other_user, None)
+        assert fresh not in parts.searcher._with_recent(missed, vector, 100, other_user)
         same_user = parse_filter({"user": "u1"})
-        assert fresh in parts.searcher._with_recent(missed, vector, 100, same_user, None)
-        scope = Scope.of(parts.index, parse_filter({"user": "u2"}))
-        assert scope is not None
-        assert fresh not in parts.searcher._with_recent(missed, vector, 100, None, scope)
+        assert fresh in parts.searcher._with_recent(missed, vector, 100, same_user)
+        # Fewer hits than the depth (a narrow filter): still only the filter's memories.
+        few = dict(list(missed.items())[:5])
+        got = parts.searcher._with_recent(few, vector, 100, same_user)
+        assert next(iter(got)) == fresh and set(few) < set(got)
+        assert all(store.get(i).metadata["user"] == "u1" for i in set(got) - set(few))
+        assert fresh not in parts.searcher._with_recent(few, vector, 100, other_user)
 
         # Deleted, it is gone from the latest writes too.
         store.delete(fresh)
-        assert fresh not in parts.searcher._with_recent(missed, vector, 100, None, None)
+        assert fresh not in parts.searcher._with_recent(missed, vector, 100, None)
