@@ -538,3 +538,16 @@ def test_a_copy_from_the_collection_never_brings_back_an_older_text(tmp_path: Pa
         texts = {m.id: m.text for m in indexed(reader)}
         assert texts == {"first": "a first note", "bell": "the bell is silent"}
         assert found(reader, "silent") == ["bell"]
+
+
+def test_a_collection_larger_than_a_page_reconciles_every_id(tmp_path: Path) -> None:
+    """The ids are read in one call (a page at a time, each page cost Chroma a scan to
+    its offset: ~15 minutes at a million memories); every one must come back, also
+    beyond what one page held (5,000)."""
+    from hybrid_memory._collection import PAGE
+
+    with open_store(tmp_path) as store:
+        store.add_many([{"text": f"memory number {i}"} for i in range(PAGE + 700)])
+        ids = set(index_ids(store))
+        assert len(ids) == PAGE + 700
+        assert store._parts.collection.all_ids() == ids
