@@ -227,16 +227,28 @@ def test_held_carriers_follow_another_connections_writes(
     reader.close()
 
 
-def _carrier_reads(index: KeywordIndex) -> list[str]:
-    """Records the statements that read tag carriers from ``memory_tags``."""
-    seen: list[str] = []
+class _Recording:
+    """The tag index's connection, recording the statements that read tag carriers from
+    ``memory_tags`` (every other call goes through unchanged)."""
 
-    def trace(statement: str) -> None:
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.reads: list[str] = []
+
+    def execute(self, statement: str, *args: Any) -> Any:
         if "FROM memory_tags" in statement and "rowid, created_at" in statement:
-            seen.append(statement)
+            self.reads.append(statement)
+        return self._conn.execute(statement, *args)
 
-    index.file.conn.set_trace_callback(trace)
-    return seen
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def _carrier_reads(index: KeywordIndex) -> list[str]:
+    """The carrier reads of ``index``'s tag lookups from here on."""
+    recording = _Recording(index.tags._conn)
+    index.tags._conn = recording  # type: ignore[assignment]
+    return recording.reads
 
 
 def test_an_index_filled_from_empty_never_reads_its_carriers(tmp_path: Path) -> None:
