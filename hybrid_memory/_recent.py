@@ -73,23 +73,20 @@ class RecentVectors:
         """The kept memories whose cosine similarity with ``query`` is at least
         ``floor``: ``{id: cosine}``, most similar first."""
         q = np.asarray(query, dtype=np.float32).ravel()
-        with self._lock:
-            if not self._slots or self._matrix.shape[1] != len(q):
-                return {}
-            used = len(self._ids)
-            similarity = self._matrix[:used] @ q
-            ids = list(self._ids)
         length = float(np.linalg.norm(q))
         if not np.isfinite(length) or length == 0.0:
             return {}
-        similarity /= length
-        chosen = np.flatnonzero(similarity >= floor)
-        chosen = chosen[np.argsort(-similarity[chosen], kind="stable")]
-        return {
-            memory_id: float(similarity[slot])
-            for slot in chosen.tolist()
-            if (memory_id := ids[slot]) is not None
-        }
+        with self._lock:
+            if not self._slots or self._matrix.shape[1] != len(q):
+                return {}
+            similarity = (self._matrix[: len(self._ids)] @ q) / length
+            chosen = np.flatnonzero(similarity >= floor)
+            chosen = chosen[np.argsort(-similarity[chosen], kind="stable")]
+            return {
+                memory_id: float(similarity[slot])
+                for slot in chosen.tolist()
+                if (memory_id := self._ids[slot]) is not None
+            }
 
     # --- under the lock ------------------------------------------------------------------
 

@@ -178,11 +178,9 @@ class TagCarriers:
     def _set_times(self, rows: RowArray, created: FloatArray) -> None:
         if not len(rows):
             return
-        top = int(rows.max()) + 1
-        if top > len(self._times):
-            grown = np.zeros(max(top, len(self._times) + (len(self._times) >> 2)), np.float64)
-            grown[: len(self._times)] = self._times
-            self._times = grown
+        top, held = int(rows.max()) + 1, len(self._times)
+        if top > held:  # rows never set are never read: no need to zero them
+            self._times = _with_room(self._times, held, max(top, held + (held >> 2)))
         self._times[rows] = created
 
     def _drop(self, tag: str) -> None:
