@@ -127,8 +127,9 @@ class TagLeg:
     0.556 to 0.359, counting memories that hold every query word (and more) to 0.551;
     this rule leaves it at 0.556.
 
-    A search ranks once, after the vector query: the newest carriers of each tag, and
-    the carriers among the other legs' hits, each read in one call.
+    A search ranks once, after the vector query: the newest carriers of each tag and
+    the carriers among the other legs' hits, in one call to the carriers held in memory
+    (two SQL reads when the filter is left to SQL). Full ties go to the lower index row.
     """
 
     def __init__(
@@ -159,15 +160,18 @@ class TagLeg:
         legs."""
         if not self._tags:
             return {}
-        newest = self._index.tag_carriers(self._tags, self._depth, self._node, within=self._rows)
         ids = list(best_ranks)
-        carrying = {
-            m.id: m
-            for m in self._index.tag_carriers(
-                self._tags, len(ids), self._node, among=ids, within=self._rows
+        named = self._naming([i for i in ids if i in self._keyword_ids])
+        if self._node is None or self._rows is not None:  # from the carriers in memory
+            return self._index.tag_ranking(
+                self._tags, self._depth, best_ranks, named, self._exclude, within=self._rows
             )
+        # A filter the index tests in SQL.
+        newest = self._index.tag_carriers(self._tags, self._depth, self._node)
+        carrying = {
+            m.id: m for m in self._index.tag_carriers(self._tags, len(ids), self._node, among=ids)
         }
-        carrying.update((m.id, m) for m in self._naming([i for i in ids if i in self._keyword_ids]))
+        carrying.update((m.id, m) for m in named)
         among = sorted(carrying.values(), key=tag_order)
         best: dict[str, TagMatch] = {}
         for match in (*newest, *among):
@@ -175,7 +179,7 @@ class TagLeg:
                 best[match.id] = match
         ordered = sorted(
             best.values(),
-            key=lambda m: (-m.matched, best_ranks.get(m.id, math.inf), -m.created_at),
+            key=lambda m: (-m.matched, best_ranks.get(m.id, math.inf), -m.created_at, m.row),
         )
         return {m.id: m.matched for m in ordered[: self._depth]}
 

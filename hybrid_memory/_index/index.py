@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import wait
 
 import numpy as np
@@ -353,7 +353,12 @@ class KeywordIndex:
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         """Index rows by id (for ids present)."""
         with self._lock:
-            return self.reads.rows(ids)
+            known = self._known_rowids(ids)
+            found = self.reads.rows(list(known.values()), by="rowid") if known else {}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                found.update(self.reads.rows(missing))
+            return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The vectors kept for those of ``ids`` that have one (half precision, read as
@@ -390,7 +395,20 @@ class KeywordIndex:
     def texts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """``(id, text)`` of the memories ``ids`` that exist."""
         with self._lock:
-            return self.reads.texts(ids)
+            known = self._known_rowids(ids)
+            found = self.reads.texts(list(known.values()), by="rowid") if known else []
+            if len(found) < len(dict.fromkeys(ids)):
+                read = {i for i, _ in found}
+                found += self.reads.texts([i for i in dict.fromkeys(ids) if i not in read])
+            return found
+
+    def _known_rowids(self, ids: Sequence[str]) -> dict[str, int]:
+        """The row ids of those of ``ids`` this connection already knows (remembered, or
+        named by the postings), current as of now: reading by row id is cheaper. An id
+        whose row another connection replaced between this and the read is simply not
+        found by row id; callers read the ids not found by id."""
+        self._see_other_writers()
+        return self.ids_cache.rowids_of(ids, read=False)
 
     def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
         """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist (for
@@ -460,6 +478,27 @@ class KeywordIndex:
         with self._lock:
             self._see_other_writers()
             return self.tags.matches(tags, limit, where, among, within)
+
+    def tag_ranking(
+        self,
+        tags: Sequence[str],
+        depth: int,
+        ranks: Mapping[str, int],
+        named: Sequence[TagMatch] = (),
+        exclude: str | None = None,
+        *,
+        within: IntArray | None = None,
+    ) -> dict[str, int]:
+        """The tag leg's ranking of a search without a filter, or with its filter
+        resolved to the row ids ``within`` (:meth:`within`), in one call:
+        ``{id: matched tags}``, best first (:meth:`~hybrid_memory._index.tags.TagIndex.ranking`).
+        The same order as :meth:`tag_carriers`' newest carriers and carriers ``among``
+        the ranked ids, merged and ordered by matched count, best rank, newest, row."""
+        if not tags or depth <= 0:
+            return {}
+        with self._lock:
+            self._see_other_writers()
+            return self.tags.ranking(tags, depth, ranks, named, exclude, within)
 
 
 def _prepared(

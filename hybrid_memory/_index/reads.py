@@ -20,6 +20,9 @@ from hybrid_memory._index.writes import IndexRow
 _CHUNK = 500  # SQLite host parameters per statement stay well under its limit
 _KEPT_COUNTS = 256  # filtered counts kept between writes
 _KEPT_IDS = 200_000  # row ids → memory ids kept for ranked rows
+# What rows are looked up by: their id, or their row id (the table's own key: one
+# b-tree lookup instead of two, a third less time for a search's few rows).
+_KEYS = {"id": "id", "rowid": "rowid"}
 
 
 def chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
@@ -96,15 +99,16 @@ class MemoryIds:
             found.update(named)
         return found
 
-    def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
-        """:func:`rowids_of`: remembered, else from the postings, else read."""
+    def rowids_of(self, ids: Sequence[str], *, read: bool = True) -> dict[str, int]:
+        """:func:`rowids_of`: remembered, else from the postings, else (unless not
+        ``read``) read."""
         known = self._rows
         found = {i: known[i] for i in ids if i in known}
         missing = [i for i in ids if i not in found]
         if missing:
             postings = self._postings()
             held = {} if postings is None else postings.rows_of(missing)
-            if len(held) < len(missing):
+            if read and len(held) < len(missing):
                 held.update(rowids_of(self._conn, [i for i in missing if i not in held]))
             self._remember({row: memory_id for memory_id, row in held.items()})
             found.update(held)
@@ -262,12 +266,16 @@ class IndexReads:
             )
         return out
 
-    def texts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """``(id, text)`` of the memories ``ids`` that exist."""
+    def texts(self, keys: Sequence[str] | Sequence[int], by: str = "id") -> list[tuple[str, str]]:
+        """``(id, text)`` of the memories that exist among ``keys``: ids, or row ids
+        with ``by="rowid"`` (:data:`_KEYS`)."""
+        column = _KEYS[by]
         out: list[tuple[str, str]] = []
-        for chunk, marks in chunks(ids):
+        for chunk, marks in chunks(keys):
             out.extend(
-                self._conn.execute(f"SELECT id, text FROM memories WHERE id IN ({marks})", chunk)
+                self._conn.execute(
+                    f"SELECT id, text FROM memories WHERE {column} IN ({marks})", chunk
+                )
             )
         return out
 
@@ -292,12 +300,14 @@ class IndexReads:
             ).fetchall()
         )
 
-    def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
+    def rows(self, keys: Sequence[str] | Sequence[int], by: str = "id") -> dict[str, IndexRow]:
+        """The rows that exist among ``keys`` (ids, or row ids with ``by="rowid"``), by id."""
+        column = _KEYS[by]
         out: dict[str, IndexRow] = {}
-        for chunk, marks in chunks(ids):
+        for chunk, marks in chunks(keys):
             for r in self._conn.execute(
                 "SELECT id, text, tags, metadata, content_hash, created_at, updated_at "
-                f"FROM memories WHERE id IN ({marks})",
+                f"FROM memories WHERE {column} IN ({marks})",
                 chunk,
             ):
                 out[r[0]] = IndexRow(

@@ -24,6 +24,7 @@ from hybrid_memory._filters import Node
 from hybrid_memory._index.bm25 import STOPWORDS
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.tags import TagMatch
+from hybrid_memory._legs import Scope
 from hybrid_memory._tags import words
 
 from ..conftest import HashEmbedding
@@ -46,24 +47,34 @@ class TagLegInternals:
 
     @staticmethod
     @contextlib.contextmanager
-    def recording(store: HybridMemory) -> Iterator[list[tuple[tuple[str, ...], Any]]]:
-        """The tag leg's carrier queries while in the block: ``(tags, among)`` each, where
-        ``among`` is None for the newest carriers and else the ids asked about."""
+    def recording(store: HybridMemory) -> Iterator[list[tuple[str, tuple[str, ...], Any]]]:
+        """The tag leg's calls to the index while in the block: ``(method, tags, ids)``
+        each: ``("ranking", tags, ranked ids)`` for the whole ranking from the carriers in
+        memory, ``("carriers", tags, None)`` for the newest carriers by SQL and
+        ``("carriers", tags, ids)`` for the carriers among ``ids``."""
         index = store._parts.index
-        carriers = index.tag_carriers
-        calls: list[tuple[tuple[str, ...], Any]] = []
+        carriers, ranking = index.tag_carriers, index.tag_ranking
+        calls: list[tuple[str, tuple[str, ...], Any]] = []
 
-        def recording(
+        def recording_carriers(
             tags: tuple[str, ...], limit: int, where: Any = None, among: Any = None, **kw: Any
         ) -> list[TagMatch]:
-            calls.append((tuple(tags), None if among is None else list(among)))
+            calls.append(("carriers", tuple(tags), None if among is None else list(among)))
             return carriers(tags, limit, where, among, **kw)
 
-        index.tag_carriers = recording  # type: ignore[method-assign]
+        def recording_ranking(
+            tags: tuple[str, ...], depth: int, ranks: Mapping[str, int], *args: Any, **kw: Any
+        ) -> dict[str, int]:
+            calls.append(("ranking", tuple(tags), list(ranks)))
+            return ranking(tags, depth, ranks, *args, **kw)
+
+        index.tag_carriers = recording_carriers  # type: ignore[method-assign]
+        index.tag_ranking = recording_ranking  # type: ignore[method-assign]
         try:
             yield calls
         finally:
             del index.tag_carriers
+            del index.tag_ranking
 
 
 class ReferenceTagLeg:
@@ -91,13 +102,14 @@ class ReferenceTagLeg:
         rows = index.tag_carriers(tags, depth, node)
         if evidence:
             rows += index.tag_carriers(tags, len(evidence), node, among=list(evidence))
-        best: dict[str, tuple[int, float]] = {}
+        best: dict[str, tuple[int, float, int]] = {}
         for match in rows:
             if match.id != exclude:
-                best[match.id] = (match.matched, match.created_at)
+                best[match.id] = (match.matched, match.created_at, match.row)
         # A memory with the query's words, stopwords aside (so found by the keyword
         # leg), also matches the asked tags its text names.
         query = set(words(self.text)) - STOPWORDS or set(words(self.text))
+        rowids = index.ids_cache.rowids_of(list(evidence))
         for memory_id, row in index.rows([i for i in evidence if i in self.keyword_ids]).items():
             said = set(words(row.text))
             if memory_id == exclude or (said - STOPWORDS or said) != query:
@@ -106,9 +118,12 @@ class ReferenceTagLeg:
                 t for t in tags if f" {' '.join(words(t))} " in f" {' '.join(words(row.text))} "
             }
             matched = len(named | (set(tags) & set(row.tags)))
-            if matched > best.get(memory_id, (0, 0.0))[0]:
-                best[memory_id] = (matched, row.created_at)
-        ordered = sorted(best, key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1]))
+            if matched > best.get(memory_id, (0, 0.0, 0))[0]:
+                best[memory_id] = (matched, row.created_at, rowids[memory_id])
+        ordered = sorted(
+            best,
+            key=lambda i: (-best[i][0], evidence.get(i, math.inf), -best[i][1], best[i][2]),
+        )
         return {i: best[i][0] for i in ordered[:depth]}
 
 
@@ -153,9 +168,13 @@ def _searches(store: HybridMemory) -> list[Any]:
     return [(r.matched_tags, [(h.id, h.score, h.ranks, h.scores) for h in r]) for r in results]
 
 
+@pytest.mark.parametrize("filters", ["resolved to rows", "left to SQL"])
 def test_search_results_equal_the_straightforward_tag_leg(
-    store: HybridMemory, monkeypatch: pytest.MonkeyPatch
+    store: HybridMemory, monkeypatch: pytest.MonkeyPatch, filters: str
 ) -> None:
+    if filters == "left to SQL":  # every filter broader than the narrow limit
+        monkeypatch.setattr(Scope, "NARROW", 0)
+        monkeypatch.setattr(Scope, "SHARE", 10**9)
     kept = _searches(store)
     monkeypatch.setattr(*TagLegInternals.LEG, ReferenceTagLeg)
     reference = _searches(store)
@@ -163,16 +182,31 @@ def test_search_results_equal_the_straightforward_tag_leg(
     assert kept == reference
 
 
-def test_the_second_ranking_asks_only_for_new_evidence(store: HybridMemory) -> None:
+def test_a_search_asks_for_its_tag_ranking_once(store: HybridMemory) -> None:
     with TagLegInternals.recording(store) as calls:
         result = store.search("alice work plan for the tokyo trip", k=10)
     assert result.matched_tags  # the query names known tags
-    newest = [among for _, among in calls if among is None]
-    asked = [among for _, among in calls if among is not None]
-    assert len(newest) == 1  # once, not once per ranking
-    assert 1 <= len(asked) <= 2
-    flat = [i for among in asked for i in among]
-    assert len(flat) == len(set(flat))  # no id asked twice
+    assert [(method, tags) for method, tags, _ in calls] == [("ranking", result.matched_tags)]
+    ranked = calls[0][2]
+    assert len(ranked) == len(set(ranked))  # each of the other legs' hits once
+    assert {h.id for h in result if "vector" in h.ranks or "keyword" in h.ranks} <= set(ranked)
+
+
+def test_a_filter_left_to_sql_reads_newest_and_ranked_carriers_once_each(
+    store: HybridMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A filter passing more than the narrow limit is tested by each leg (SQL here).
+    monkeypatch.setattr(Scope, "NARROW", 0)
+    monkeypatch.setattr(Scope, "SHARE", 10**9)
+    with TagLegInternals.recording(store) as calls:
+        result = store.search("alice work plan for the tokyo trip", k=10, filter={"user": "u1"})
+    assert result.matched_tags
+    assert [(method, among is None) for method, _, among in calls] == [
+        ("carriers", True),
+        ("carriers", False),
+    ]
+    asked = calls[1][2]
+    assert len(asked) == len(set(asked))  # no id asked twice
 
 
 def test_no_tags_no_queries(store: HybridMemory) -> None:

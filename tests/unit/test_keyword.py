@@ -458,3 +458,43 @@ def test_row_ids_kept_between_searches_follow_every_write(tmp_path: Path) -> Non
     assert set(kept()) == {"m0", "m1", "m3"}
     index.close()
     other.close()
+
+
+def test_rows_and_texts_read_by_row_id_stay_those_of_the_table(tmp_path: Path) -> None:
+    """Rows and texts are read by the row ids the index knows (cheaper than by id).
+    Whatever it knew, they are what the table holds now: after its own update (a new row
+    id), another connection's update and delete, and when a row it knew was replaced
+    between its lookup and its read."""
+    path = str(tmp_path / "shared.sqlite3")
+    index, other = KeywordIndex(path, TOKENIZER), KeywordIndex(path, TOKENIZER)
+    try:
+        ids = [f"m{i}" for i in range(4)]
+        index.upsert([IndexRow(i, f"text {i}", (), {}, i, 1.0, 1.0) for i in ids])
+
+        def texts() -> dict[str, str]:
+            return dict(index.texts([*ids, "nope"]))
+
+        def rows() -> dict[str, str]:
+            return {i: row.text for i, row in index.rows([*ids, "nope"]).items()}
+
+        assert texts() == rows() == {i: f"text {i}" for i in ids}
+        index.upsert([IndexRow("m1", "mine", (), {}, "n", 2.0, 2.0)])
+        other.upsert([IndexRow("m2", "theirs", (), {}, "t", 3.0, 3.0)])
+        other.delete(["m3"])
+        expected = {"m0": "text m0", "m1": "mine", "m2": "theirs"}
+        assert texts() == rows() == expected
+
+        # The race: the known row of m0 is replaced after the lookup, before the read.
+        known = index._known_rowids  # the seam between lookup and read
+
+        def replaced_meanwhile(wanted: Any) -> dict[str, int]:
+            found = known(wanted)
+            other.upsert([IndexRow("m0", "replaced", (), {}, "r", 4.0, 4.0)])
+            return found
+
+        index._known_rowids = replaced_meanwhile  # type: ignore[method-assign]
+        assert rows()["m0"] == "replaced"
+        assert dict(index.texts(["m0"]))["m0"] == "replaced"
+    finally:
+        index.close()
+        other.close()
