@@ -382,6 +382,13 @@ class KeywordIndex:
             kept = rowids.keys() if held is None else set(held)
             return [i for i in dict.fromkeys(ids) if i in kept]  # in the order given
 
+    def lacking_tags(self, tags: Sequence[str], ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` (indexed) that do not carry every one of ``tags``, in the
+        order given (distinct)."""
+        with self._lock:
+            self._see_other_writers()
+            return self.tags.lacking(tags, self.ids_cache.rowids_of(list(dict.fromkeys(ids))))
+
     def terms_held(self, terms: Sequence[str], ids: Sequence[str]) -> dict[str, set[str]]:
         """Which of ``terms`` (index terms, as :meth:`terms` makes them) each of the
         memories ``ids`` holds in its indexed text, for those the in-memory postings can

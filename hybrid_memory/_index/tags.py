@@ -125,6 +125,17 @@ class TagIndex:
         ids = self._ids.ids_of(chosen)
         return {ids[r]: count for r, count in zip(chosen, counts, strict=True) if r in ids}
 
+    def lacking(self, tags: Sequence[str], rowids: Mapping[str, int]) -> list[str]:
+        """Those of the memories ``rowids`` (id → row id) that do not carry every one of
+        ``tags``, in the order given."""
+        if not rowids:
+            return []
+        self._load_carriers(tags)
+        rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
+        matched = self.carriers.counts(rows, tags)[0].tolist()
+        wanted = len(dict.fromkeys(tags))
+        return [i for i, count in zip(rowids, matched, strict=True) if count < wanted]
+
     # --- from the carriers held in memory ---------------------------------------------
 
     def _load_carriers(self, tags: Sequence[str]) -> None:

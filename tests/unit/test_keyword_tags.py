@@ -283,3 +283,65 @@ def test_a_reopened_index_reads_every_tag_once_then_follows_its_writes(tmp_path:
     assert [m.id for m in index.tag_carriers(["brand new", "nobody's"], 5)] == ["late"]
     assert len(reads) == 1
     index.close()
+
+
+def _ranking_reference(
+    index: KeywordIndex,
+    tags: list[str],
+    depth: int,
+    ranks: dict[str, int],
+    node: Node | None,
+    exclude: str | None,
+) -> dict[str, int]:
+    """The tag leg's ranking as the two reference reads merged: each tag's newest
+    carriers and the carriers among the ranked ids, ordered by matched count, best rank,
+    newest, lower index row."""
+    found = _reference(index, tags, depth, node, None)
+    found += _reference(index, tags, len(ranks), node, list(ranks))
+    best = {m.id: m for m in found if m.id != exclude}
+    unranked = len(ranks) + 10**9
+    ordered = sorted(
+        best.values(),
+        key=lambda m: (-m.matched, ranks.get(m.id, unranked), -m.created_at, m.row),
+    )
+    return {m.id: m.matched for m in ordered[:depth]}
+
+
+@pytest.mark.parametrize("where", FILTERS)
+def test_the_tag_ranking_in_one_pass_matches_the_reference(
+    filled: KeywordIndex, where: Any
+) -> None:
+    node = parse_filter(where)
+    scope = filled.within(node, 10_000)
+    assert scope is not None
+    rng = random.Random(f"ranking {where}")
+    everyone = [f"m{i:04d}" for i in range(1500)]
+    for _ in range(10):
+        tags = rng.sample(TAGS, rng.randint(1, 4))
+        depth = rng.choice([1, 5, 25, 100, 2000])
+        # the other legs' hits: passing the filter, several sharing a best rank
+        passing = [i for i in everyone if node is None or i in set(scope[1])]
+        hits = rng.sample(passing, min(len(passing), rng.choice([0, 3, 40, 150])))
+        ranks = {i: rng.randint(1, max(1, len(hits) // 2)) for i in hits}
+        exclude = rng.choice([None, *hits[:1], "m0007"])
+        expected = _ranking_reference(filled, tags, depth, ranks, node, exclude)
+        within = None if node is None else scope[0]
+        got = filled.tag_ranking(tags, depth, ranks, (), exclude, within=within)
+        assert list(got.items()) == list(expected.items())
+
+
+def test_memories_lacking_an_asked_tag(filled: KeywordIndex) -> None:
+    conn = filled.file.conn
+    carried: dict[str, set[str]] = {}
+    for memory_id, tag in conn.execute(
+        "SELECT m.id, t.tag FROM memories m JOIN memory_tags t ON t.rowid = m.rowid"
+    ):
+        carried.setdefault(memory_id, set()).add(tag)
+    ids = [f"m{i:04d}" for i in range(0, 1500, 7)] + ["not-indexed", "m0000"]
+    for tags in (["alice"], ["alice", "bob"], ["bob", "bob"], ["rare", "work", "ui"]):
+        expected = [
+            i
+            for i in dict.fromkeys(ids)
+            if i != "not-indexed" and not set(tags) <= carried.get(i, set())
+        ]
+        assert filled.lacking_tags(tags, ids) == expected
