@@ -29,7 +29,8 @@ def rocchio(
     vectors = np.asarray(feedback, dtype=np.float64)
     refined = np.asarray(query, dtype=np.float64) + weight * vectors.mean(axis=0)
     norm = float(np.linalg.norm(refined))
-    return [float(x) for x in (refined if norm == 0 else refined / norm)]
+    moved: list[float] = (refined if norm == 0 else refined / norm).tolist()
+    return moved
 
 
 def length_scaled_weight(weight: float, content_words: int, full_words: int) -> float:

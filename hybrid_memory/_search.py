@@ -355,7 +355,11 @@ def _hits(
     scores: Mapping[str, Mapping[str, float]],
 ) -> list[Hit]:
     """The hits, each with its relevance, fused score and every leg's rank and score."""
-    positions = {leg: {i: r for r, i in enumerate(ids, start=1)} for leg, ids in rankings.items()}
+    shown = {m.id for m in memories}
+    positions = {
+        leg: {i: r for r, i in enumerate(ids, start=1) if i in shown}
+        for leg, ids in rankings.items()
+    }
     hits: list[Hit] = []
     for memory, score in zip(memories, relevance, strict=True):
         ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}

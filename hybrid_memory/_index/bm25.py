@@ -218,10 +218,10 @@ class KeywordSearch:
         if postings is None or not self._postings_rank:
             return None
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
-        holders = {term: set(postings.holding_all([term], rows).tolist()) for term in terms}
+        each = postings.holding_each(terms, rows).T.tolist()  # a row of flags per memory
         return {
-            memory_id: {term for term, having in holders.items() if row in having}
-            for memory_id, row in rowids.items()
+            memory_id: {term for term, holds in zip(terms, flags, strict=True) if holds}
+            for memory_id, flags in zip(rowids, each, strict=True)
         }
 
     def common_words(self, words: Sequence[str], max_df: float, total: int) -> set[str]:

@@ -481,6 +481,26 @@ class Postings:
         )
         return rows, totals, len(parts_rows)
 
+    def holding_each(self, terms: Sequence[str], rows: IntArray) -> npt.NDArray[np.bool_]:
+        """Whether each of ``rows`` (live) holds each of ``terms``: a boolean array of
+        ``len(terms)`` by ``len(rows)`` (a row not live holds none). A binary search per
+        term, as :meth:`holding_all`, the rows checked once for all terms."""
+        rows = np.asarray(rows, dtype=np.int64)
+        held = np.zeros((len(terms), len(rows)), dtype=bool)
+        inside = (rows >= 0) & (rows < len(self._live))
+        inside[inside] = self._live[rows[inside]]
+        asked = rows[inside]
+        if not len(asked):
+            return held
+        for position, term in enumerate(terms):
+            found = self._rowids.get(term)
+            if found is None:
+                continue
+            having = _row_ids(found)
+            at = np.searchsorted(having, asked).clip(max=len(having) - 1)
+            held[position, inside] = having[at] == asked
+        return held
+
     def holding_all(self, terms: Sequence[str], rows: IntArray) -> IntArray:
         """Those of ``rows`` (live) that hold every one of ``terms``. Each term's row ids
         are in ascending order (they only grow, and compaction keeps their order), so

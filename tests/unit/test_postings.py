@@ -263,6 +263,23 @@ def test_remove_and_compaction_keep_the_scores_of_the_rest() -> None:
         assert a[1] == pytest.approx(b[1], rel=1e-12)
 
 
+def test_which_rows_hold_each_term_as_holding_all_says_term_by_term() -> None:
+    rng = np.random.default_rng(8)
+    postings = Postings()
+    occurrences = {w: rng.integers(1, 500, size=300) for w in WORDS}
+    postings.add(np.arange(1, 500), tokens(list(occurrences.items())))
+    postings.remove(list(range(1, 500, 3)))  # some rows gone
+    asked = np.array([*rng.integers(-5, 520, size=200), 0, 499, 10**6])
+    terms = [*WORDS, "never"]
+    each = postings.holding_each(terms, asked)
+    assert each.shape == (len(terms), len(asked))
+    for position, term in enumerate(terms):
+        expected = np.isin(asked, postings.holding_all([term], asked))
+        assert each[position].tolist() == expected.tolist()
+    assert not each[-1].any()
+    assert postings.holding_each(terms, np.zeros(0, dtype=np.int64)).shape == (len(terms), 0)
+
+
 # --- the same ranking as FTS5 --------------------------------------------------------------
 
 
