@@ -33,10 +33,16 @@ class RecentVectors:
         self._ids: list[str | None] = []  # the id in each slot (None: forgotten)
         self._slots: dict[str, int] = {}
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._used = np.zeros(0, dtype=bool)  # whether each slot holds a memory
         self._next = 0  # the slot written next once every slot is used
 
     def __len__(self) -> int:
         return len(self._slots)
+
+    def count_of(self, ids: Iterable[str]) -> int:
+        """How many of ``ids`` are kept."""
+        slots = self._slots
+        return sum(1 for memory_id in ids if memory_id in slots)
 
     def add(self, ids: Sequence[str], vectors: npt.ArrayLike) -> None:
         """Keep the vectors just written for ``ids`` (one row each), the oldest kept
@@ -69,9 +75,12 @@ class RecentVectors:
         with self._lock:
             self._reset(0)
 
-    def nearest(self, query: npt.ArrayLike, floor: float) -> dict[str, float]:
+    def nearest(
+        self, query: npt.ArrayLike, floor: float, limit: int | None = None
+    ) -> dict[str, float]:
         """The kept memories whose cosine similarity with ``query`` is at least
-        ``floor``: ``{id: cosine}``, most similar first."""
+        ``floor`` (the ``limit`` most similar of them, when given): ``{id: cosine}``,
+        most similar first."""
         q = np.asarray(query, dtype=np.float32).ravel()
         length = float(np.linalg.norm(q))
         if not np.isfinite(length) or length == 0.0:
@@ -79,8 +88,14 @@ class RecentVectors:
         with self._lock:
             if not self._slots or self._matrix.shape[1] != len(q):
                 return {}
-            similarity = (self._matrix[: len(self._ids)] @ q) / length
+            used = len(self._ids)
+            similarity = (self._matrix[:used] @ q) / length
+            similarity[~self._used[:used]] = -np.inf  # forgotten slots
             chosen = np.flatnonzero(similarity >= floor)
+            if limit is not None and len(chosen) > limit:
+                # Only the best are wanted: a dict of every kept memory above a low
+                # floor took 0.6 ms, a tenth of a search at 100,000 memories.
+                chosen = chosen[np.argpartition(-similarity[chosen], max(0, limit - 1))[:limit]]
             chosen = chosen[np.argsort(-similarity[chosen], kind="stable")]
             return {
                 memory_id: float(similarity[slot])
@@ -93,6 +108,7 @@ class RecentVectors:
     def _reset(self, dim: int) -> None:
         self._ids, self._slots, self._next = [], {}, 0
         self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._used = np.zeros(0, dtype=bool)
 
     def _put(self, memory_id: str, unit: npt.NDArray[np.float32]) -> None:
         slot = self._slots.get(memory_id)
@@ -106,6 +122,9 @@ class RecentVectors:
                     )
                     grown[:slot] = self._matrix[:slot]
                     self._matrix = grown
+                    used = np.zeros(len(grown), dtype=bool)
+                    used[:slot] = self._used[:slot]
+                    self._used = used
             else:  # full: the oldest slot goes
                 slot = self._next
                 self._next = (slot + 1) % self.kept
@@ -115,9 +134,11 @@ class RecentVectors:
             self._ids[slot] = memory_id
             self._slots[memory_id] = slot
         self._matrix[slot] = unit
+        self._used[slot] = True
 
     def _forget(self, memory_id: str) -> None:
         slot = self._slots.pop(memory_id, None)
         if slot is not None:
             self._ids[slot] = None
             self._matrix[slot] = 0.0
+            self._used[slot] = False

@@ -193,18 +193,27 @@ class Searcher:
         a time, each batch checked in the index (still there, passing the filter: a
         narrow filter's memories are those passing it) until none can reach the cut."""
         floor = min(hits.values()) if hits else -1.0
-        fresh = [(i, c) for i, c in self._recent.nearest(vector, floor).items() if i not in hits]
-        if not fresh:
-            return hits
-        kept = dict(hits)
-        for start in range(0, len(fresh), depth):
-            batch = fresh[start : start + depth]
-            if len(kept) >= depth and batch[0][1] < min(kept.values()):
-                break  # this batch and the rest are all farther than the cut
-            passing = self._index.passing([i for i, _ in batch], node)
-            kept.update((i, c) for i, c in batch if i in passing)
-            kept = dict(sorted(kept.items(), key=lambda pair: -pair[1])[:depth])
-        return kept
+        limit = depth + self._recent.count_of(hits)  # those already hits come back too
+        while True:
+            near = self._recent.nearest(vector, floor, limit)
+            fresh = [(i, c) for i, c in near.items() if i not in hits]
+            if not fresh and len(near) < limit:
+                return hits
+            kept = dict(hits)
+            for start in range(0, len(fresh), depth):
+                batch = fresh[start : start + depth]
+                if len(kept) >= depth and batch[0][1] < min(kept.values()):
+                    break  # this batch and the rest are all farther than the cut
+                passing = self._index.passing([i for i, _ in batch], node)
+                kept.update((i, c) for i, c in batch if i in passing)
+                kept = dict(sorted(kept.items(), key=lambda pair: -pair[1])[:depth])
+            # The ``limit`` nearest were looked at: the rest, no nearer than the last of
+            # them, matter only while the cut is not full or is farther than that.
+            if len(near) < limit or (
+                len(kept) >= depth and min(kept.values()) >= list(near.values())[-1]
+            ):
+                return kept
+            limit *= 4
 
     def vectors(self, ids: list[str]) -> list[Vector]:
         """The vectors of those of ``ids`` that exist: the index's copy where it has one

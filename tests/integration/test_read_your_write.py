@@ -133,3 +133,67 @@ def test_a_memory_the_approximate_vector_search_leaves_out_is_found_by_its_write
         # Deleted, it is gone from the latest writes too.
         store.delete(fresh)
         assert fresh not in parts.searcher._with_recent(missed, vector, 100, None)
+
+
+def _with_recent_reference(
+    store: HybridMemory, hits: dict[str, float], vector: Any, depth: int, node: Any
+) -> dict[str, float]:
+    """The vector leg's merge with the latest writes, exhaustively: every kept memory at
+    least as near as the farthest hit, still indexed and passing the filter, the nearest
+    ``depth`` of all."""
+    parts = store._parts
+    floor = min(hits.values()) if hits else -1.0
+    near = parts.searcher._recent.nearest(vector, floor)  # no limit: all of them
+    passing = parts.index.passing(list(near), node)
+    merged = {**hits, **{i: c for i, c in near.items() if i not in hits and i in passing}}
+    return dict(sorted(merged.items(), key=lambda pair: -pair[1])[:depth])
+
+
+def test_the_latest_writes_looked_at_best_first_equal_looking_at_all() -> None:
+    """The vector leg looks at the latest writes best first, as few as can reach its
+    cut, asking for more while they can: the same result as looking at all of them,
+    whatever share of them Chroma returned, with deleted ones, filters that reject
+    many of them, and small depths."""
+    embedding = SeededEmbedding()
+    with HybridMemory(embedding=embedding, embedding_name="test-seeded-64") as store:
+        rng = random.Random(11)
+        ids = store.add_many(
+            [
+                {
+                    "text": " ".join(rng.choice(WORDS) for _ in range(6)) + f" n{i}",
+                    "metadata": {"user": f"u{i % 4}"},
+                }
+                for i in range(300)
+            ]
+        )
+        store.delete(ids[::7])
+        parts = store._parts
+        repeated = 0
+        nearest = parts.searcher._recent.nearest
+
+        def counting(vector: Any, floor: float, limit: int | None = None) -> dict[str, float]:
+            nonlocal repeated
+            repeated += limit is not None
+            return nearest(vector, floor, limit)
+
+        parts.searcher._recent.nearest = counting  # type: ignore[method-assign]
+        for trial in range(60):
+            (vector,) = embedding([" ".join(rng.choice(WORDS) for _ in range(4))])
+            depth = rng.choice([1, 3, 10, 50])
+            node = parse_filter({"user": "u1"}) if trial % 2 else None
+            # Chroma's hits: all of the nearest, or some of a deeper list (a low floor,
+            # with many of the latest writes between it and the nearest).
+            deeper = parts.collection.nearest(vector, 3 * depth, None)
+            passing = parts.index.passing(list(deeper), node)
+            candidates = [i for i in deeper if i in passing]
+            chosen = (
+                candidates[:depth]
+                if trial % 3 == 0
+                else rng.sample(candidates, min(depth, len(candidates) // 2))
+            )
+            hits = {i: deeper[i] for i in sorted(chosen, key=lambda i: -deeper[i])}
+            got = parts.searcher._with_recent(hits, vector, depth, node)
+            expected = _with_recent_reference(store, hits, vector, depth, node)
+            assert list(got) == list(expected)
+            assert list(got.values()) == pytest.approx(list(expected.values()))
+        assert repeated > 60  # some searches asked for more of the latest writes

@@ -56,3 +56,19 @@ def test_ids_and_vectors_must_pair_up() -> None:
     with pytest.raises(ValueError, match="2 ids"):
         RecentVectors().add(["a", "b"], [[1.0, 0.0]])
     RecentVectors(kept=0).add(["a"], [[1.0]])  # keeping none: nothing to check
+
+
+def test_a_limit_gives_the_most_similar_of_those_above_the_floor() -> None:
+    recent = RecentVectors()
+    rng = np.random.default_rng(4)
+    ids = [f"m{i}" for i in range(200)]
+    recent.add(ids, rng.standard_normal((200, 8)))
+    recent.forget(ids[::3])
+    query = rng.standard_normal(8)
+    every = recent.nearest(query, floor=-1.0)
+    assert len(every) == len(ids) - len(ids[::3])
+    for limit in (1, 5, 60, 500):
+        assert recent.nearest(query, -1.0, limit) == dict(list(every.items())[:limit])
+    above = recent.nearest(query, 0.2)
+    assert recent.nearest(query, 0.2, 3) == dict(list(above.items())[:3])
+    assert recent.count_of([*ids[:6], "never"]) == 4  # m0 and m3 forgotten
