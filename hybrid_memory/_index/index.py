@@ -304,8 +304,14 @@ class KeywordIndex:
             return self.reads.count(where)
 
     def passing(self, ids: Sequence[str], where: Node | None) -> set[str]:
-        """Which of ``ids`` are indexed and pass ``where``."""
+        """Which of ``ids`` are indexed and pass ``where``. Without a filter, those this
+        connection knows the rows of are indexed (as of the search's view): only the
+        others are read (a hundred ids read took ~0.3 ms of a search)."""
         with self._lock:
+            if where is None:
+                known = self._known_rowids(ids)
+                rest = [i for i in ids if i not in known]
+                return set(known).union(self.reads.passing("id", rest, None) if rest else ())
             return self.reads.passing("id", list(ids), where)
 
     def ids(self) -> set[str]:

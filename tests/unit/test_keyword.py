@@ -461,10 +461,10 @@ def test_row_ids_kept_between_searches_follow_every_write(tmp_path: Path) -> Non
 
 
 def test_rows_and_texts_read_by_row_id_stay_those_of_the_table(tmp_path: Path) -> None:
-    """Rows and texts are read by the row ids the index knows (cheaper than by id).
-    Whatever it knew, they are what the table holds now: after its own update (a new row
-    id), another connection's update and delete, and when a row it knew was replaced
-    between its lookup and its read."""
+    """Rows, texts and which ids are indexed are read by the row ids the index knows
+    (cheaper than by id). Whatever it knew, they are what the table holds now: after its
+    own update (a new row id), another connection's update and delete, and when a row it
+    knew was replaced between its lookup and its read."""
     path = str(tmp_path / "shared.sqlite3")
     index, other = KeywordIndex(path, TOKENIZER), KeywordIndex(path, TOKENIZER)
     try:
@@ -483,6 +483,13 @@ def test_rows_and_texts_read_by_row_id_stay_those_of_the_table(tmp_path: Path) -
         other.delete(["m3"])
         expected = {"m0": "text m0", "m1": "mine", "m2": "theirs"}
         assert texts() == rows() == expected
+        assert index.passing([*ids, "nope"], None) == set(expected)
+        other.upsert([IndexRow("m4", "new", (), {}, "x", 5.0, 5.0)])
+        index.delete(["m2"])
+        assert index.passing(["m0", "m1", "m2", "m4", "nope"], None) == {"m0", "m1", "m4"}
+        index.upsert([IndexRow("m2", "back", (), {}, "b", 6.0, 6.0)])
+        assert index.passing(["m2", "m3"], None) == {"m2"}
+        assert index.passing(["m2", "m3"], parse_filter({"lang": "x"})) == set()
 
         # The race: the known row of m0 is replaced after the lookup, before the read.
         known = index._known_rowids  # the seam between lookup and read
