@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress
 from typing import NamedTuple
@@ -57,11 +56,6 @@ _ID = np.dtype("S32")
 _MERGE_SHARE = 32
 _MERGE_MIN = 4096
 _FEW_TOKENS = 256  # a batch with at most these tokens is added without numpy
-# Each term's scores, kept from one search to the next until the postings change (any
-# write changes N and avgdl, and so every score): questions repeat their words (names,
-# topics), and a common word's scores were half of the keyword leg's work. At most this
-# many scores (8 bytes each) are kept, the least recently used terms dropped first.
-_KEPT_SCORES = 2_000_000
 
 
 def _row_ids(found: array[int]) -> npt.NDArray[np.int32]:
@@ -168,9 +162,6 @@ class Postings:
         self._live_tokens = 0.0
         self._dead = 0  # removed rows whose postings are still in the arrays
         self.high = 0  # the largest row id ever added
-        # Term → (its live rows, their scores) as of the last change (see _KEPT_SCORES).
-        self._scored: OrderedDict[str, tuple[npt.NDArray[np.int32], FloatArray]] = OrderedDict()
-        self._scored_size = 0
 
     # --- writes -------------------------------------------------------------------
 
@@ -243,14 +234,8 @@ class Postings:
             found.extend(order)
             self._tfs[term].extend([counts[doc] for doc in order])
 
-    def _changed(self) -> None:
-        """Rows came or went: every kept score is stale (N and avgdl changed)."""
-        self._scored.clear()
-        self._scored_size = 0
-
     def _take(self, rows: IntArray, lengths: FloatArray) -> None:
         """The new ``rows`` (ascending) with their token counts: live, and counted."""
-        self._changed()
         self._grow(int(rows[-1]) + 1)
         self._length[rows] = lengths
         self._live[rows] = True
@@ -303,7 +288,6 @@ class Postings:
         rows = rows[self._live[rows]] if len(rows) else rows
         if not len(rows):
             return 0
-        self._changed()
         self._live[rows] = False
         for row in rows.tolist() if self._other_ids else ():
             self._other_ids.pop(row, None)
@@ -471,14 +455,23 @@ class Postings:
         many postings lists they came from; None when nothing matches."""
         if not self._live_count or not terms:
             return None
+        avgdl = self._live_tokens / self._live_count
         parts_rows: list[npt.NDArray[np.int32]] = []
         parts_scores: list[FloatArray] = []
         for term in terms:
-            scored = self._term_scores(term)
-            if scored is None:
+            found = self._rowids.get(term)
+            if found is None:
                 continue
-            parts_rows.append(scored[0])
-            parts_scores.append(scored[1])
+            rows = _row_ids(found)
+            tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+            if self._dead:
+                keep = self._live[rows]
+                rows, tfs = rows[keep], tfs[keep]
+            if not len(rows):
+                continue
+            idf = bm25_idf(len(rows), self._live_count)
+            parts_rows.append(rows)
+            parts_scores.append(bm25_term_scores(tfs, self._length[rows], avgdl, idf))
         if not parts_rows:
             return None
         rows = np.concatenate(parts_rows)
@@ -487,35 +480,6 @@ class Postings:
             copy=False,  # already float64: no copy of a store-long array
         )
         return rows, totals, len(parts_rows)
-
-    def _term_scores(self, term: str) -> tuple[npt.NDArray[np.int32], FloatArray] | None:
-        """The live rows holding ``term`` and its BM25 contribution to each (None when
-        none does): kept until the postings change."""
-        kept = self._scored.get(term)
-        if kept is not None:
-            self._scored.move_to_end(term)
-            return kept
-        found = self._rowids.get(term)
-        if found is None:
-            return None
-        # A copy: a view would hold the term's growing buffer, which then cannot grow.
-        rows = _row_ids(found).copy()
-        tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
-        if self._dead:
-            keep = self._live[rows]
-            rows, tfs = rows[keep], tfs[keep]
-        if not len(rows):
-            return None
-        avgdl = self._live_tokens / self._live_count
-        idf = bm25_idf(len(rows), self._live_count)
-        scored = rows, bm25_term_scores(tfs, self._length[rows], avgdl, idf)
-        if len(rows) <= _KEPT_SCORES:
-            self._scored[term] = scored
-            self._scored_size += len(rows)
-            while self._scored_size > _KEPT_SCORES:
-                _, (dropped, _) = self._scored.popitem(last=False)
-                self._scored_size -= len(dropped)
-        return scored
 
     def holding_each(self, terms: Sequence[str], rows: IntArray) -> npt.NDArray[np.bool_]:
         """Whether each of ``rows`` (live) holds each of ``terms``: a boolean array of

@@ -263,44 +263,6 @@ def test_remove_and_compaction_keep_the_scores_of_the_rest() -> None:
         assert a[1] == pytest.approx(b[1], rel=1e-12)
 
 
-@pytest.mark.parametrize("kept", [postings_module._KEPT_SCORES, 500])
-def test_scores_kept_between_searches_follow_every_change(
-    kept: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each term's scores are kept from one search to the next (up to a number of
-    scores): after every add and remove, searched before and after, they must be those
-    of postings built afresh from the live rows."""
-    monkeypatch.setattr(postings_module, "_KEPT_SCORES", kept)
-    rng = np.random.default_rng(12)
-    postings = Postings()
-    occurrences: dict[str, list[np.ndarray]] = {w: [] for w in WORDS}
-    live: set[int] = set()
-    high = 0
-    for step in range(12):
-        if step % 3 == 2 and live:  # a remove (sometimes past the compaction threshold)
-            gone = rng.choice(sorted(live), size=min(len(live), 40 * step), replace=False)
-            postings.remove(gone.tolist())
-            live -= set(gone.tolist())
-        else:  # an add of new rows
-            rows = np.arange(high + 1, high + 301)
-            high += 300
-            added = {w: rng.choice(rows, size=120) for w in WORDS}
-            for w, d in added.items():
-                occurrences[w].append(d)
-            postings.add(rows, tokens(list(added.items())))
-            live |= set(rows.tolist())
-        fresh = Postings()
-        kept_rows = np.array(sorted(live))
-        every = {w: np.concatenate(ds) for w, ds in occurrences.items()}
-        fresh.add(kept_rows, tokens([(w, d[np.isin(d, kept_rows)]) for w, d in every.items()]))
-        for query in (["wing"], ["flow", "drag", "lift"], WORDS, ["wing"]):
-            for _ in range(2):  # the second from the kept scores
-                a, b = postings.scores(query), fresh.scores(query)
-                assert a[0].tolist() == b[0].tolist()
-                assert a[1] == pytest.approx(b[1], rel=1e-12)
-        assert postings._scored_size <= kept
-
-
 def test_which_rows_hold_each_term_as_holding_all_says_term_by_term() -> None:
     rng = np.random.default_rng(8)
     postings = Postings()
