@@ -196,7 +196,7 @@ class TagLeg:
         # questions at 100,000 memories.
         ids = self._index.holding_every(sorted(self._query_words), ids)
         ids = self._index.lacking_tags(self._tags, ids) if ids else ids
-        saying = [memory_id for memory_id, text in self._index.texts(ids) if self._says_query(text)]
+        saying = [i for i, text in self._index.texts(ids).items() if self._says_query(text)]
         if not saying:
             return []
         asked = set(self._tags)

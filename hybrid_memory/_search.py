@@ -210,7 +210,7 @@ class Searcher:
             # The ``limit`` nearest were looked at: the rest, no nearer than the last of
             # them, matter only while the cut is not full or is farther than that.
             if len(near) < limit or (
-                len(kept) >= depth and min(kept.values()) >= list(near.values())[-1]
+                len(kept) >= depth and min(kept.values()) >= next(reversed(near.values()))
             ):
                 return kept
             limit *= 4

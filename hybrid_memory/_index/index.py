@@ -24,6 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import wait
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from hybrid_memory._filters import Node
 from hybrid_memory._index.bm25 import KeywordSearch
 from hybrid_memory._index.file import IndexFile
 from hybrid_memory._index.postings import IntArray
-from hybrid_memory._index.reads import IndexReads, MemoryIds, rowids_of
+from hybrid_memory._index.reads import IndexReads, Key, MemoryIds, rowids_of
 from hybrid_memory._index.tags import TagIndex, TagMatch
 from hybrid_memory._index.writes import (
     ROW_TABLES,
@@ -44,6 +45,8 @@ from hybrid_memory._index.writes import (
     vector_of,
     write_batch,
 )
+
+_T = TypeVar("_T")
 
 
 class _View(threading.local):
@@ -359,12 +362,7 @@ class KeywordIndex:
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         """Index rows by id (for ids present)."""
         with self._lock:
-            known = self._known_rowids(ids)
-            found = self.reads.rows(list(known.values()), by="rowid") if known else {}
-            missing = [i for i in ids if i not in found]
-            if missing:
-                found.update(self.reads.rows(missing))
-            return found
+            return self._by_row_first(ids, self.reads.rows)
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The vectors kept for those of ``ids`` that have one (half precision, read as
@@ -405,15 +403,10 @@ class KeywordIndex:
             held = self.keywords.terms_held(terms, self.ids_cache.rowids_of(ids))
             return {} if held is None else held
 
-    def texts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """``(id, text)`` of the memories ``ids`` that exist."""
+    def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """The texts of the memories ``ids`` that exist, by id."""
         with self._lock:
-            known = self._known_rowids(ids)
-            found = self.reads.texts(list(known.values()), by="rowid") if known else []
-            if len(found) < len(dict.fromkeys(ids)):
-                read = {i for i, _ in found}
-                found += self.reads.texts([i for i in dict.fromkeys(ids) if i not in read])
-            return found
+            return self._by_row_first(ids, self.reads.texts)
 
     def _known_rowids(self, ids: Sequence[str]) -> dict[str, int]:
         """The row ids of those of ``ids`` this connection already knows (remembered, or
@@ -422,6 +415,19 @@ class KeywordIndex:
         found by row id; callers read the ids not found by id."""
         self._see_other_writers()
         return self.ids_cache.rowids_of(ids, read=False)
+
+    def _by_row_first(
+        self, ids: Sequence[str], read: Callable[[Sequence[Any], Key], dict[str, _T]]
+    ) -> dict[str, _T]:
+        """``read`` (an :class:`IndexReads` lookup) of the memories ``ids`` that exist:
+        by the row ids this connection knows (:meth:`_known_rowids`), then by id for the
+        rest (unknown, or replaced meanwhile)."""
+        known = self._known_rowids(ids)
+        found = read(list(known.values()), "rowid") if known else {}
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        if missing:
+            found.update(read(missing, "id"))
+        return found
 
     def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
         """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist (for

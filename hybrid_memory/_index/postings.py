@@ -487,18 +487,11 @@ class Postings:
         term, as :meth:`holding_all`, the rows checked once for all terms."""
         rows = np.asarray(rows, dtype=np.int64)
         held = np.zeros((len(terms), len(rows)), dtype=bool)
-        inside = (rows >= 0) & (rows < len(self._live))
-        inside[inside] = self._live[rows[inside]]
-        asked = rows[inside]
-        if not len(asked):
-            return held
-        for position, term in enumerate(terms):
-            found = self._rowids.get(term)
-            if found is None:
-                continue
-            having = _row_ids(found)
-            at = np.searchsorted(having, asked).clip(max=len(having) - 1)
-            held[position, inside] = having[at] == asked
+        live = self._live_among(rows)
+        asked = rows[live]
+        if len(asked):
+            for position, term in enumerate(terms):
+                held[position, live] = self._holds(term, asked)
         return held
 
     def holding_all(self, terms: Sequence[str], rows: IntArray) -> IntArray:
@@ -506,18 +499,27 @@ class Postings:
         are in ascending order (they only grow, and compaction keeps their order), so
         this is a binary search per term, whatever the size of the store."""
         rows = np.asarray(rows, dtype=np.int64)
-        rows = rows[(rows >= 0) & (rows < len(self._live))]
-        rows = rows[self._live[rows]] if len(rows) else rows
+        rows = rows[self._live_among(rows)]
         for term in terms:
             if not len(rows):
                 break
-            found = self._rowids.get(term)
-            if found is None:
-                return rows[:0]
-            having = _row_ids(found)
-            at = np.searchsorted(having, rows).clip(max=len(having) - 1)
-            rows = rows[having[at] == rows]
+            rows = rows[self._holds(term, rows)]
         return rows
+
+    def _live_among(self, rows: IntArray) -> npt.NDArray[np.bool_]:
+        """Whether each of ``rows`` is a live row (one out of range is not)."""
+        live = (rows >= 0) & (rows < len(self._live))
+        live[live] = self._live[rows[live]]
+        return live
+
+    def _holds(self, term: str, rows: IntArray) -> npt.NDArray[np.bool_]:
+        """Whether each of ``rows`` (in range) is among ``term``'s row ids."""
+        found = self._rowids.get(term)
+        if found is None:
+            return np.zeros(len(rows), dtype=bool)
+        having = _row_ids(found)
+        at = np.searchsorted(having, rows).clip(max=len(having) - 1)
+        return np.asarray(having[at] == rows)
 
 
 def best_first(rows: IntArray, scores: FloatArray, limit: int) -> tuple[IntArray, FloatArray]:

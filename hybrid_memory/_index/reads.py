@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,7 +22,7 @@ _KEPT_COUNTS = 256  # filtered counts kept between writes
 _KEPT_IDS = 200_000  # row ids → memory ids kept for ranked rows
 # What rows are looked up by: their id, or their row id (the table's own key: one
 # b-tree lookup instead of two, a third less time for a search's few rows).
-_KEYS = {"id": "id", "rowid": "rowid"}
+Key = Literal["id", "rowid"]
 
 
 def chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
@@ -266,16 +266,13 @@ class IndexReads:
             )
         return out
 
-    def texts(self, keys: Sequence[str] | Sequence[int], by: str = "id") -> list[tuple[str, str]]:
-        """``(id, text)`` of the memories that exist among ``keys``: ids, or row ids
-        with ``by="rowid"`` (:data:`_KEYS`)."""
-        column = _KEYS[by]
-        out: list[tuple[str, str]] = []
+    def texts(self, keys: Sequence[str] | Sequence[int], by: Key = "id") -> dict[str, str]:
+        """The texts of the memories that exist among ``keys`` (ids, or row ids with
+        ``by="rowid"``), by id."""
+        out: dict[str, str] = {}
         for chunk, marks in chunks(keys):
-            out.extend(
-                self._conn.execute(
-                    f"SELECT id, text FROM memories WHERE {column} IN ({marks})", chunk
-                )
+            out.update(
+                self._conn.execute(f"SELECT id, text FROM memories WHERE {by} IN ({marks})", chunk)
             )
         return out
 
@@ -300,14 +297,13 @@ class IndexReads:
             ).fetchall()
         )
 
-    def rows(self, keys: Sequence[str] | Sequence[int], by: str = "id") -> dict[str, IndexRow]:
+    def rows(self, keys: Sequence[str] | Sequence[int], by: Key = "id") -> dict[str, IndexRow]:
         """The rows that exist among ``keys`` (ids, or row ids with ``by="rowid"``), by id."""
-        column = _KEYS[by]
         out: dict[str, IndexRow] = {}
         for chunk, marks in chunks(keys):
             for r in self._conn.execute(
                 "SELECT id, text, tags, metadata, content_hash, created_at, updated_at "
-                f"FROM memories WHERE {column} IN ({marks})",
+                f"FROM memories WHERE {by} IN ({marks})",
                 chunk,
             ):
                 out[r[0]] = IndexRow(
