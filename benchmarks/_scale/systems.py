@@ -15,6 +15,7 @@ from .constants import (
     CHROMA_DISK,
     CHROMA_LAYOUT,
     CHROMA_MEMORY,
+    CHROMA_SYNC_CYCLE,
     LANGCHAIN,
     LLAMAINDEX,
     OURS,
@@ -30,6 +31,9 @@ class System:
 
     legs: tuple[str, ...] = ()
     filterable = False
+    # Records between two of the store's own periodic persists, whose phase changes the
+    # cost of a single add (CHROMA_SYNC_CYCLE); 0: none.
+    write_cycle = 0
 
     def ingest(self, memories: list[dict[str, Any]]) -> None:
         raise NotImplementedError
@@ -95,6 +99,7 @@ class Ours(System):
         from hybrid_memory import HybridMemory
 
         self.memory = HybridMemory(path=str(path) if path else None, embedding=embedding)
+        self.write_cycle = CHROMA_SYNC_CYCLE if path else 0
         self.ids: dict[str, str] = {}  # benchmark id -> the id the store assigned
 
     @staticmethod
@@ -170,6 +175,7 @@ class ChromaOnly(System):
         from chromadb.config import Settings
 
         settings = Settings(anonymized_telemetry=False)
+        self.write_cycle = CHROMA_SYNC_CYCLE if path else 0
         if path:
             self.client = chromadb.PersistentClient(path=str(path), settings=settings)
         else:
