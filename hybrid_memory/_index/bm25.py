@@ -27,6 +27,7 @@ import numpy as np
 
 from hybrid_memory._filters import Node, to_sql
 from hybrid_memory._index.file import IndexDamaged
+from hybrid_memory._index.porter import DEFAULT_TOKENIZER, plain_term
 from hybrid_memory._index.postings import (
     FloatArray,
     IntArray,
@@ -117,6 +118,11 @@ class KeywordSearch:
         # a phrase: FTS5 ranks those, and no postings are kept.
         self._postings_rank = not tokenizer.split()[0].lower().startswith("trigram")
         self._word_terms: dict[str, tuple[str, ...]] = {}
+        # The default tokenizer's term of a plain ASCII word is computed here, not asked
+        # of FTS5 (hybrid_memory._index.porter); any other word or tokenizer asks FTS5.
+        self._plain_term: Callable[[str], str | None] | None = (
+            plain_term if tokenizer.split() == DEFAULT_TOKENIZER.split() else None
+        )
         # The ranking arrays; None: built by the next search. An empty index has nothing
         # to build from: they start empty and follow every write, so a store filled from
         # scratch has them when its first search comes.
@@ -254,11 +260,21 @@ class KeywordSearch:
 
     def terms_of(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         """Each word's FTS5 terms, as the index's own tokenizer makes them (a scratch
-        FTS5 table tokenises the words; remembered for the next queries)."""
+        FTS5 table tokenises the words, but for the plain words of the default tokenizer;
+        remembered for the next queries)."""
         missing = [w for w in words if w not in self._word_terms]
+        if missing and len(self._word_terms) > _KEPT_WORDS:
+            self._word_terms.clear()
+        if missing and self._plain_term is not None:
+            rest = []
+            for word in missing:
+                term = self._plain_term(word)
+                if term is None:
+                    rest.append(word)
+                else:
+                    self._word_terms[word] = (term,)
+            missing = rest
         if missing:
-            if len(self._word_terms) > _KEPT_WORDS:
-                self._word_terms.clear()
             c = self._conn
             # One statement, into a contentless table emptied by 'delete-all': a row at a
             # time into a table with content, emptied by DELETE, took 3x as long (~1 ms
