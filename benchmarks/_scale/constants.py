@@ -22,6 +22,12 @@ FILTER_USERS = 50
 # for that: 9.5 ms with ~100 waiting and 19 ms with ~800, at 100,000 memories. The timed
 # single adds are spread over one such cycle (see worker.run_worker).
 CHROMA_SYNC_CYCLE = 1000
+# A store's ingest goes in blocks of at most this many memories (at least ten blocks), one
+# turn each in a paired run: the systems then meet the same minutes while ingesting too,
+# as they do for everything else (one turn for a whole ingest of 100,000 memories was two
+# minutes, over which this machine's speed moves).
+INGEST_BLOCK = 10_000
+INGEST_BLOCKS_AT_LEAST = 10
 
 OURS_DISK = "ours-disk"
 OURS_MEMORY = "ours-memory"

@@ -3,8 +3,9 @@
 This machine changes speed by a third and more over minutes (other work on its host):
 measured one after the other, a system that met a slow minute lost to one that met a
 fast one, and a ratio moved by 0.3 to 2 between runs of the same code. Paired, every
-worker runs at once but works only while it holds the baton: it ingests, then runs its
-adds, searches and filtered searches in small blocks, handing the baton on after each,
+worker runs at once but works only while it holds the baton: it ingests, adds, searches
+and searches filtered in small blocks (10,000 memories of the ingest, ten questions),
+handing the baton on after each,
 so the systems meet the same minutes and never share the cores.
 
 The baton is one byte passed around a ring of named pipes (``turn-<i>``): worker ``i``
