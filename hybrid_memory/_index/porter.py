@@ -13,6 +13,7 @@ with FTS5 on every word of the shared collections.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
 _PLAIN = re.compile(r"[A-Za-z0-9]+\Z")  # one unicode61 token, folded by lower()
@@ -37,8 +38,8 @@ def stem(word: str) -> str:
     w = _step1b(w)
     if w.endswith("y") and _has_vowel(w[:-1]):
         w = w[:-1] + "i"
-    w = _replace(w, _STEP2, 0)
-    w = _replace(w, _STEP3, 0)
+    w = _replace(w, _STEP2)
+    w = _replace(w, _STEP3)
     w = _step4(w)
     if w.endswith("e"):
         m = _measure(w[:-1])
@@ -117,57 +118,59 @@ def _step1b(w: str) -> str:
     return w
 
 
-# Steps 2 and 3: (suffix, replacement), the stem before it of measure > 0. The longest
+# Steps 2 and 3: suffix → replacement, the stem before it of measure > 0. The longest
 # suffix that matches is the one tried; if its stem is too short, the step does nothing.
-_STEP2 = (
-    ("ational", "ate"),
-    ("tional", "tion"),
-    ("enci", "ence"),
-    ("anci", "ance"),
-    ("izer", "ize"),
-    ("bli", "ble"),
-    ("alli", "al"),
-    ("entli", "ent"),
-    ("eli", "e"),
-    ("ousli", "ous"),
-    ("ization", "ize"),
-    ("ation", "ate"),
-    ("ator", "ate"),
-    ("alism", "al"),
-    ("iveness", "ive"),
-    ("fulness", "ful"),
-    ("ousness", "ous"),
-    ("aliti", "al"),
-    ("iviti", "ive"),
-    ("biliti", "ble"),
-    ("logi", "log"),
-)
-_STEP3 = (
-    ("icate", "ic"),
-    ("ative", ""),
-    ("alize", "al"),
-    ("iciti", "ic"),
-    ("ical", "ic"),
-    ("ful", ""),
-    ("ness", ""),
-)
+_STEP2 = {
+    "ational": "ate",
+    "tional": "tion",
+    "enci": "ence",
+    "anci": "ance",
+    "izer": "ize",
+    "bli": "ble",
+    "alli": "al",
+    "entli": "ent",
+    "eli": "e",
+    "ousli": "ous",
+    "ization": "ize",
+    "ation": "ate",
+    "ator": "ate",
+    "alism": "al",
+    "iveness": "ive",
+    "fulness": "ful",
+    "ousness": "ous",
+    "aliti": "al",
+    "iviti": "ive",
+    "biliti": "ble",
+    "logi": "log",
+}
+_STEP3 = {
+    "icate": "ic",
+    "ative": "",
+    "alize": "al",
+    "iciti": "ic",
+    "ical": "ic",
+    "ful": "",
+    "ness": "",
+}
 _STEP4 = (
     "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent",
     "ion", "ou", "ism", "ate", "iti", "ous", "ive", "ize",
 )  # fmt: skip
 
 
-def _longest(w: str, suffixes: tuple[str, ...]) -> str | None:
+def _longest(w: str, suffixes: Iterable[str]) -> str | None:
+    """The longest of ``suffixes`` that ``w`` ends with after a stem of one letter or
+    more."""
     found = [s for s in suffixes if w.endswith(s) and len(w) > len(s)]
     return max(found, key=len) if found else None
 
 
-def _replace(w: str, rules: tuple[tuple[str, str], ...], minimum: int) -> str:
-    suffix = _longest(w, tuple(s for s, _ in rules))
+def _replace(w: str, rules: dict[str, str]) -> str:
+    suffix = _longest(w, rules)
     if suffix is None:
         return w
     stem_ = w[: -len(suffix)]
-    return stem_ + dict(rules)[suffix] if _measure(stem_) > minimum else w
+    return stem_ + rules[suffix] if _measure(stem_) > 0 else w
 
 
 def _step4(w: str) -> str:

@@ -43,8 +43,8 @@ def synthetic_words(seed: int, count: int) -> list[str]:
     y's) before one or two of the suffixes the steps test."""
     rng = random.Random(seed)
     endings = [
-        *(s for s, _ in porter._STEP2),
-        *(s for s, _ in porter._STEP3),
+        *porter._STEP2,
+        *porter._STEP3,
         *porter._STEP4,
         *("s", "es", "ies", "sses", "ss", "ed", "ing", "eed", "y", "e", "ll", "at", "bl"),
         *("iz", "ated", "izing", "ied", "ying", "ly", "ally"),
