@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import chromadb
 import pytest
 
-from hybrid_memory import HybridMemory, StoreError
+from hybrid_memory import HybridMemory, InvalidInputError, StoreError
 
 from ..conftest import HashEmbedding, chroma_ids, index_ids, indexed
 from ..unit.test_postings import assert_same
@@ -255,3 +255,49 @@ def test_a_large_call_is_embedded_and_written_one_batch_at_a_time(tmp_path: Path
     for word in words:
         assert [h.text for h in store.search(word, k=1)] == [f"memory about {word}"]
     store.close()
+
+
+class CountingItems(Sequence[dict[str, Any]]):
+    """``add_many``'s items, counting how often the store reads each one."""
+
+    def __init__(self, given: list[dict[str, Any]]) -> None:
+        self.given = given
+        self.reads = [0] * len(given)
+
+    def __len__(self) -> int:
+        return len(self.given)
+
+    def __getitem__(self, position: int) -> dict[str, Any]:  # type: ignore[override]
+        self.reads[position] += 1
+        return self.given[position]
+
+
+def test_the_first_memories_of_a_call_are_validated_once_the_rest_again_per_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call keeps the first ``KEPT_VALIDATED`` memories it validated and validates the
+    rest again as their batches are written (a million-memory call holds ids and hashes,
+    not a million validated copies); either way every memory is stored as given."""
+    from hybrid_memory._inputs import PendingMemories
+
+    monkeypatch.setattr(PendingMemories, "KEPT_VALIDATED", 3)
+    store = open_store(tmp_path, client=ChromaWithFaults(tmp_path, max_batch=2))
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
+    given = CountingItems(items(words))
+    ids = store.add_many(given)
+    assert given.reads == [1, 1, 1, 2, 2, 2, 2]
+    stored = {m.id: m for m in store.get_many(ids)}
+    for memory_id, item in zip(ids, given.given, strict=True):
+        memory = stored[memory_id]
+        assert (memory.text, list(memory.tags), memory.metadata) == (
+            item["text"],
+            item["tags"],
+            item["metadata"],
+        )
+    assert index_ids(store) == chroma_ids(tmp_path) == set(ids)
+    # A bad item past the kept ones is still refused before anything is written.
+    bad = CountingItems(items(["hotel", "india", "juliet", "kilo"]))
+    bad.given[3]["metadata"] = {"n": [1, "two"]}
+    with pytest.raises(InvalidInputError, match=r"items\[3\]\.metadata"):
+        store.add_many(bad)
+    assert index_ids(store) == chroma_ids(tmp_path) == set(ids)
