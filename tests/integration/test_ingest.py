@@ -301,3 +301,4 @@ def test_the_first_memories_of_a_call_are_validated_once_the_rest_again_per_batc
     with pytest.raises(InvalidInputError, match=r"items\[3\]\.metadata"):
         store.add_many(bad)
     assert index_ids(store) == chroma_ids(tmp_path) == set(ids)
+    store.close()
