@@ -273,9 +273,14 @@ def test_which_rows_hold_each_term_as_holding_all_says_term_by_term() -> None:
     terms = [*WORDS, "never"]
     each = postings.holding_each(terms, asked)
     assert each.shape == (len(terms), len(asked))
+    gone = set(range(1, 500, 3))
     for position, term in enumerate(terms):
         expected = np.isin(asked, postings.holding_all([term], asked))
         assert each[position].tolist() == expected.tolist()
+        # and what was written says the same (int64 rows, some out of range, against
+        # the postings' narrower row ids)
+        truth = set(occurrences.get(term, np.zeros(0)).tolist()) - gone
+        assert each[position].tolist() == [int(r) in truth for r in asked]
     assert not each[-1].any()
     assert postings.holding_each(terms, np.zeros(0, dtype=np.int64)).shape == (len(terms), 0)
 
