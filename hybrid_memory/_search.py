@@ -1,9 +1,9 @@
 """One search, as a straight line (docs/architecture.md, "the search path"):
 
-scope the filter → embed the query (in a worker) ∥ [keyword leg → weights (adaptive
-alpha) → the feedback memories: the keyword leg's top] → pseudo-relevance feedback →
-vector leg → tag leg → weighted Reciprocal Rank Fusion → recency decay → the top ``k``
-as hits, within a token budget.
+scope the filter → embed the query (in a worker, unless it is fast) ∥ [keyword leg →
+weights (adaptive alpha) → the feedback memories: the keyword leg's top] →
+pseudo-relevance feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion →
+recency decay → the top ``k`` as hits, within a token budget.
 """
 
 from __future__ import annotations
@@ -92,14 +92,15 @@ class Searcher:
         depth = max(s.candidates, query.k) + (1 if exclude else 0)
 
         # The query embedding (a model call that releases the GIL) runs beside the
-        # keyword leg and the choice of the feedback memories, which do not need it;
-        # Chroma's query needs the vector, so it runs after them.
+        # keyword leg and the choice of the feedback memories, which do not need it,
+        # unless it is known to be faster than the hand-off to a worker (then at once:
+        # QueryCache.embedding); Chroma's query needs the vector, so it runs after them.
         vector = query.vector
         embedding: Future[Vector] | None = None
         if vector is None:
             vector = self._queries.cached(query.text)
             if vector is None:
-                embedding = self._pool.submit(self._queries.embed, query.text)
+                embedding = self._queries.embedding(query.text, self._pool)
         keyword_hits = KeywordLeg(index, node, scope).rank(
             query.text, depth, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
         )

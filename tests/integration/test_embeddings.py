@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import chromadb
 import pytest
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
+from hybrid_memory._embeddings import QueryCache
 
 from ..conftest import HashEmbedding
 
@@ -80,3 +84,49 @@ def test_broken_embeddings_are_clear_errors_and_store_nothing() -> None:
             assert store.count() == 0
     with pytest.raises(InvalidInputError, match=r"^embedding"):
         HybridMemory(embedding="all-MiniLM-L6-v2")
+
+
+class TimedQueries:
+    """A LangChain-style embedding that records the thread each query is embedded in,
+    each query taking ``seconds`` (a sleep: a model's call releases the GIL too)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.hashed = HashEmbedding(16)
+        self.seconds = seconds
+        self.threads: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.hashed(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        self.threads.append(threading.current_thread().name)
+        if self.seconds:
+            time.sleep(self.seconds)
+        return self.hashed([text])[0]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "beside"), [(0.0, False), (0.01, True)], ids=["instant", "model-like"]
+)
+def test_a_fast_query_embedding_is_made_at_once_a_slow_one_beside_the_keyword_leg(
+    monkeypatch: pytest.MonkeyPatch, seconds: float, beside: bool
+) -> None:
+    # A margin for a busy machine: the instant one takes microseconds, the other 10 ms.
+    monkeypatch.setattr(QueryCache, "INLINE_BELOW", 0.002)
+    embedding = TimedQueries(seconds)
+    store = HybridMemory(embedding=embedding, embedding_name="test-timed-16")
+    try:
+        words = ["anchor", "bollard", "cargo", "derrick", "ensign", "funnel"]
+        store.add_many([{"text": f"the harbour crane and its {w}"} for w in words])
+        results = [store.search(f"harbour crane {w}", k=3) for w in words[:5]]
+        here = threading.current_thread().name
+        # Nothing is known of the embedding at first: a worker makes it.
+        assert embedding.threads[0] != here
+        assert len(embedding.threads) == 5  # one per new question
+        assert [name != here for name in embedding.threads[1:]] == [beside] * 4
+        for word, result in zip(words, results, strict=False):
+            assert not result.fallback_mode
+            assert result[0].text == f"the harbour crane and its {word}"
+            assert result[0].ranks.keys() >= {"vector", "keyword"}
+    finally:
+        store.close()
