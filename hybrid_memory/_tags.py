@@ -13,7 +13,7 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from hybrid_memory._errors import InvalidInputError
 from hybrid_memory._validation import encodable
@@ -71,9 +71,21 @@ def normalise_tags(
     return out
 
 
+def normalised(text: str) -> str:
+    """``text`` as its words are read: NFKC, casefolded."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
 def words(text: str) -> list[str]:
     """The normalised words of a text, as tags and queries are compared."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return _WORD.findall(normalised(text))
+
+
+def each_word(text: str) -> Iterator[str]:
+    """:func:`words`, one at a time: for a caller that can stop at the first word that
+    settles its question."""
+    for match in _WORD.finditer(normalised(text)):
+        yield match.group()
 
 
 class TagMatcher:
