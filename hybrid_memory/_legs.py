@@ -212,7 +212,7 @@ class TagLeg:
         """Whether ``text`` has the query's content words and no other."""
         asked = self._query_words
         # A cheap first test: every word as a substring of the text, normalised as its
-        # words are (casefolded alone, "ｐｅｔ" or "ﬁsh" did not hold "pet" or "fish").
+        # words are (casefolded alone, "ｐｅｔ" did not hold "pet", nor "Zoe\u0308" "zoë").
         folded = normalised(text)
         if not all(w in folded for w in asked):
             return False

@@ -11,6 +11,7 @@ and fell below the many carriers of that tag the content legs ranked moderately 
 from __future__ import annotations
 
 import random
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,6 +86,28 @@ def test_only_a_memory_saying_what_the_query_says_counts_as_naming_its_tags(
     assert naming in [hit.id for hit in result[:10]]
     assert "tag" not in hits[mention].ranks
     assert "tag" not in hits[silent].ranks
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    ["John moved the ｐｉａｎｏ lesson", "John moved the piano ﬁle", "Zoe\u0308 met John"],
+)
+def test_a_memory_saying_the_query_in_other_spellings_names_its_tags(
+    store: HybridMemory, spelled: str
+) -> None:
+    """Full-width letters, a ligature, a decomposed accent: the words are the same once
+    normalised (NFKC), as tags and queries compare them, so the memory says what the
+    query in plain spelling says and counts as naming its tags. (Before 5e22181 the
+    full-width and the decomposed spellings did not count; casefolding alone already
+    took the ligature apart.)"""
+    memory_id = store.add(spelled, tags=["tim"])
+    plain = unicodedata.normalize("NFKC", spelled)
+    assert plain != spelled
+    result = store.search(plain, k=100)
+    assert "john" in result.matched_tags
+    (own,) = [hit for hit in result if hit.id == memory_id]
+    assert own.ranks.get("tag") is not None
+    assert own.scores["tag"] == 1
 
 
 def test_a_memory_the_approximate_vector_search_leaves_out_is_found_by_its_writer() -> None:
