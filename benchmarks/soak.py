@@ -248,6 +248,7 @@ def verify(memory: Any, expected: dict[str, Any]) -> dict[str, Any]:
                         "id": memory_id,
                         "ranks": deeper.get(memory_id),
                         "top": list(by_vector.values()),
+                        **chroma_view(memory, memory_id, want["text"]),
                     }
                 )
         for memory_id in expected["gone"] - expected["uncertain"]:
@@ -259,6 +260,27 @@ def verify(memory: Any, expected: dict[str, Any]) -> dict[str, Any]:
         result[kind] = {_error_name(error): 1}
         result["traceback"] = traceback.format_exc()
     return result
+
+
+def chroma_view(memory: Any, memory_id: str, text: str) -> dict[str, Any]:
+    """What Chroma itself holds for a vector miss: whether its stored document and vector
+    are those of the acknowledged text (else the collection is stale: a lost write), and
+    where its own nearest-neighbour search, asked with that exact vector, puts the memory
+    (None: not among the 100 nearest, an approximate-search miss)."""
+    collection = memory._parts.collection  # a diagnostic reads past the public API
+    stored = collection.call("get", ids=[memory_id], include=["documents", "embeddings"])
+    vector = SeededEmbedding()([text])[0]
+    nearest = list(collection.nearest(vector, 100, None))
+    return {
+        "stored_text_matches": bool(stored["documents"]) and stored["documents"][0] == text,
+        "stored_cosine": (
+            float(sum(a * b for a, b in zip(stored["embeddings"][0], vector, strict=True)))
+            if len(stored["embeddings"])
+            else None
+        ),
+        "chroma_rank": nearest.index(memory_id) + 1 if memory_id in nearest else None,
+        "collection_size": collection.call("count"),
+    }
 
 
 def worker_main(args: argparse.Namespace) -> None:

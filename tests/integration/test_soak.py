@@ -40,7 +40,7 @@ def test_soak_with_a_killed_process_loses_nothing() -> None:
         counts = {check["count"] for check in report["checks"].values()}
         assert len(counts) == 1, report["checks"]
         for label, check in report["checks"].items():
-            assert check["keyword_misses"] == check["vector_misses"] == 0, label
+            assert check["keyword_misses"] == check["vector_misses"] == 0, (label, check)
             assert check["index_count"] == check["count"], label
         assert report["failures"] == [], report["failures"]
     assert proc.returncode == 0
