@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
+
 from hybrid_memory._embeddings import Matrix, Vector, nearest_by_cosine
 from hybrid_memory._errors import (
     EmbeddingMismatchError,
@@ -161,9 +163,10 @@ class ChromaCollection:
                 return found
             found.extend(got["ids"])
 
-    def vectors_by_id(self, ids: Sequence[str]) -> list[Any]:
-        """The stored vectors of those of ``ids`` that exist (a few: one read)."""
-        return list(self.call("get", ids=list(ids), include=["embeddings"])["embeddings"])
+    def vectors_by_id(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of those of ``ids`` that exist, by id (a few: one read)."""
+        got = self.call("get", ids=list(ids), include=["embeddings"])
+        return {i: np.asarray(v) for i, v in zip(got["ids"], got["embeddings"], strict=True)}
 
     # --- nearest neighbours ---------------------------------------------------------------
 

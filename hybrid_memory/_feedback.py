@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 
 def rocchio(
-    query: Sequence[float], feedback: Sequence[Sequence[float]], weight: float
+    query: Sequence[float], feedback: Sequence[npt.ArrayLike], weight: float
 ) -> list[float]:
     """The query moved towards the centroid of ``feedback`` vectors, unit length.
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+import numpy.typing as npt
+
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Vector
 from hybrid_memory._filters import Node, chroma_part, tests_arrays, to_chroma
@@ -109,6 +112,38 @@ class VectorLeg:
             if len(kept) >= depth or len(hits) < wanted or wanted >= pool:
                 return dict(list(kept.items())[:depth])
             wanted = min(pool, wanted * 2)
+
+
+def with_checked(
+    hits: dict[str, float], vector: Vector, checked: Mapping[str, npt.ArrayLike], depth: int
+) -> dict[str, float]:
+    """The vector leg's ``hits`` (``{id: cosine}``, best first) with those of ``checked``
+    (memories another leg ranked first, their vectors at hand, passing the search's
+    filter) that Chroma's approximate search left out though their exact cosine with
+    ``vector`` reaches the leg's cut: ``{id: cosine}``, best first, at most ``depth``.
+
+    Chroma's HNSW can miss a memory asked for with its own vector: one in 20 at a million
+    memories; most of them where many vectors tie; once, in a soak of three processes,
+    one of a few hundred. This process's own writes are covered by
+    :mod:`hybrid_memory._recent`; a memory another process wrote, asked for by its own
+    text, is the keyword leg's first hit, and this puts it back in the vector leg as
+    well, with its true cosine. The feedback memories' vectors are read anyway, so this
+    costs a search three dot products."""
+    missing = [i for i in checked if i not in hits]
+    if not missing:
+        return hits
+    matrix = np.asarray([checked[i] for i in missing], dtype=np.float64)
+    query = np.asarray(vector, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
+    cosines = np.divide(matrix @ query, norms, out=np.zeros(len(missing)), where=norms > 0)
+    cut = min(hits.values()) if len(hits) >= depth else -math.inf
+    reaching = {  # a vector of no length has no cosine: left out
+        i: float(c) for i, c, n in zip(missing, cosines, norms, strict=True) if n > 0 and c >= cut
+    }
+    if not reaching:
+        return hits
+    merged = sorted({**hits, **reaching}.items(), key=lambda pair: -pair[1])
+    return dict(merged[:depth])
 
 
 class TagLeg:

@@ -8,7 +8,9 @@ the last :data:`KEPT` memories this process wrote, one matrix-vector product, an
 those that reach its cut among the collection's hits (:meth:`RecentVectors.nearest`).
 
 Derived state of this process only; nothing here does I/O. Memories other processes
-wrote are searched by Chroma's index alone, as before.
+wrote are compared exactly only when they are among the keyword leg's top (the feedback
+memories, :func:`hybrid_memory._legs.with_checked`), as a memory asked for by its own
+text is; otherwise Chroma's index alone finds them.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
+import numpy as np
+
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import QueryCache, Vector
 from hybrid_memory._errors import EmbeddingError
@@ -25,7 +27,7 @@ from hybrid_memory._fusion import (
 )
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks
+from hybrid_memory._legs import KeywordLeg, Scope, TagLeg, VectorLeg, best_ranks, with_checked
 from hybrid_memory._recency import age_in_days, decay_factor
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._records import to_memory
@@ -116,7 +118,7 @@ class Searcher:
         # moves the query vector towards itself. (Its top fused with the tag leg's, as
         # before, scored no better and cost the tag leg a ranking of its own: LoCoMo
         # nDCG@10 0.555 -> 0.559, Cranfield unchanged, having no tags.)
-        feedback: list[Vector] = []
+        feedback: dict[str, np.ndarray] = {}
         if s.feedback_docs and s.feedback_weight and weights[VECTOR]:
             top = keyword_ids[: s.feedback_docs]
             if top:
@@ -135,15 +137,24 @@ class Searcher:
             weight = length_scaled_weight(
                 s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
             )
-            vector = rocchio(vector, feedback, weight)
+            vector = rocchio(vector, list(feedback.values()), weight)
+        # The vector leg: Chroma's nearest, with what its approximate search left out
+        # among this process's latest writes and the feedback memories (the keyword
+        # leg's top, whose vectors are at hand): compared exactly, kept if they reach
+        # its cut.
         vector_hits = (
             {}
             if vector is None
-            else self._with_recent(
-                VectorLeg(self._collection, index, node, scope).rank(vector, depth),
+            else with_checked(
+                self._with_recent(
+                    VectorLeg(self._collection, index, node, scope).rank(vector, depth),
+                    vector,
+                    depth,
+                    node,
+                ),
                 vector,
+                feedback,
                 depth,
-                node,
             )
         )
         vector_ids = [i for i in vector_hits if i != exclude]
@@ -216,12 +227,14 @@ class Searcher:
                 return kept
             limit *= 4
 
-    def vectors(self, ids: list[str]) -> list[Vector]:
-        """The vectors of those of ``ids`` that exist: the index's copy where it has one
-        (a row read from its file), else the collection's (a Chroma call)."""
+    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """The vectors of those of ``ids`` that exist, by id: the index's copy where it
+        has one (a row read from its file), else the collection's (a Chroma call)."""
         kept = self._index.vectors(ids)
         missing = [i for i in ids if i not in kept]
-        return [*kept.values(), *(self._collection.vectors_by_id(missing) if missing else [])]
+        if missing:
+            kept.update(self._collection.vectors_by_id(missing))
+        return kept
 
     def relevance(
         self,

@@ -377,7 +377,7 @@ def test_feedback_vectors_come_from_the_index_or_else_from_the_collection(
     reads: list[list[str]] = []
     original = ChromaCollection.vectors_by_id
 
-    def counted(self: ChromaCollection, ids: list[str]) -> list[Any]:
+    def counted(self: ChromaCollection, ids: list[str]) -> dict[str, Any]:
         reads.append(list(ids))
         return original(self, ids)
 
