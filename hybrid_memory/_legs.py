@@ -123,8 +123,7 @@ def with_checked(
     ``vector`` reaches the leg's cut: ``{id: cosine}``, best first, at most ``depth``.
 
     Chroma's HNSW can miss a memory asked for with its own vector: one in 20 at a million
-    memories; most of them where many vectors tie; once, in a soak of three processes,
-    one of a few hundred. This process's own writes are covered by
+    memories, most of them where many vectors tie. This process's own writes are covered by
     :mod:`hybrid_memory._recent`; a memory another process wrote, asked for by its own
     text, is the keyword leg's first hit, and this puts it back in the vector leg as
     well, with its true cosine. The feedback memories' vectors are read anyway, so this
