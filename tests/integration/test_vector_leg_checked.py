@@ -63,8 +63,8 @@ def test_a_memory_chromas_search_misses_keeps_its_vector_rank_in_a_new_process(
     tmp_path: Path,
 ) -> None:
     # Chroma's graph is built by several threads, so which memories it loses varies a
-    # little from build to build: a build where it found most targets (seen once in 20 builds)
-    # is built again, so that the test always tests something.
+    # little from build to build: a build where it found most targets (seen once in 20
+    # builds) is built again, so that the test always tests something.
     for attempt in range(3):
         path = tmp_path / f"store-{attempt}"
         with open_store(path) as store:
