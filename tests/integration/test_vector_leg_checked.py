@@ -5,8 +5,9 @@ that one).
 
 Chroma's graph loses such memories for real when most vectors tie: here 2,000 memories
 share one vector, and Chroma's own nearest 100 for a target's exact vector lack most of
-the targets (checked below, so the test says when it no longer tests anything). A soak
-run (benchmarks/soak.py, 3 processes) once met one such miss without ties.
+the targets (checked below, so the test says when it no longer tests anything). A CI run
+of the soak (benchmarks/soak.py, 3 processes on one store) once met one memory without
+its vector rank in one process's check; this is the case that fits it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def chroma_misses(store: HybridMemory) -> list[str]:
     ]
 
 
-def test_a_memory_chromas_search_misses_keeps_its_vector_rank_in_a_new_process(
+def test_a_memory_chromas_search_misses_keeps_its_vector_rank_in_a_store_opened_again(
     tmp_path: Path,
 ) -> None:
     # Chroma's graph is built by several threads, so which memories it loses varies a
