@@ -228,6 +228,34 @@ def test_top_keeps_every_tie_of_its_cut() -> None:
     assert postings.top(["b", "a"], 3)[0].tolist() == [1, 2, 3]
 
 
+def test_the_rarest_terms_cut_keeps_better_rows_without_that_term() -> None:
+    """The cut comes from the rarest term's rows ("x", in rows 5-7, long texts), but
+    the best rows hold only the commoner term: they reach the cut and come first, in
+    the order ranking every matched row gives. With row 6 removed, "x" matches two live
+    rows, fewer than asked for, and the cut comes from all the matched rows instead."""
+    postings = Postings()
+    postings.add(
+        np.arange(1, 31),
+        tokens(
+            [
+                ("y", [1] * 6 + [2] * 5 + list(range(3, 9))),
+                ("x", [5, 6, 7]),
+                ("z", [5] * 20 + [6] * 20 + [7] * 20),
+                ("w", list(range(9, 31))),
+            ]
+        ),
+    )
+    for limit in (1, 2, 3, 5, 8):
+        expected = best_first(*postings.scores(["x", "y"]), limit)
+        got = postings.top(["x", "y"], limit)
+        assert got[0].tolist() == expected[0].tolist()
+        assert got[1].tolist() == expected[1].tolist()
+    assert postings.top(["x", "y"], 2)[0].tolist() == [1, 2]
+    postings.remove([6])
+    expected = best_first(*postings.scores(["x", "y"]), 3)
+    assert postings.top(["x", "y"], 3)[0].tolist() == expected[0].tolist()
+
+
 def test_row_ids_must_grow_so_a_removed_row_never_comes_back() -> None:
     postings = Postings()
     postings.add(np.array([1, 2]), tokens([("a", np.array([1, 2]))]))
