@@ -1,0 +1,135 @@
+"""The keyword leg alone at a store size, without Chroma or vectors.
+
+The scale benchmark's memories (``benchmarks/scale.py``: real sentences from
+``../shared/data`` recombined, the same seed) go into an in-memory keyword index, and its
+200 timed questions are ranked at the search's depth (100), a few passes each. With
+``--compare``, every pass also ranks them with the cut the keyword leg used before
+(a partial sort of every matched posting), the two alternating, and checks that both
+give the same rankings and scores. Figures only, no assertions.
+
+    python benchmarks/keyword_leg.py --n 1000000 --compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _scale.constants import WARMUP_QUERIES
+from _scale.data import generate_memories, load_sources
+
+from hybrid_memory._index import postings as postings_module
+from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._records import IndexRow
+from hybrid_memory._settings import HybridMemorySettings
+
+DEPTH = 100
+BATCH = 20_000
+current_top = postings_module.Postings.top
+
+
+def partial_sort_top(
+    self: postings_module.Postings,
+    terms: Sequence[str],
+    limit: int,
+    within: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``Postings.top`` as it cut before (commit e333526): the ``limit * terms``-th best
+    of every matched posting's total, by a partial sort (``within``: as now)."""
+    if within is not None:
+        return current_top(self, terms, limit, within)
+    matched = self._matched(terms)
+    if matched is None or limit <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    rows, totals, lists = matched
+    scored = totals[rows]
+    entries = limit * lists
+    if len(scored) > entries:
+        cut = np.argpartition(-scored, entries - 1)[:entries]
+        rows = rows[scored >= scored[cut].min()]
+    candidates = np.unique(rows).astype(np.int64)
+    return postings_module.best_first(candidates, totals[candidates], limit)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100_000, help="memories (default 100000)")
+    parser.add_argument("--passes", type=int, default=3, help="passes over the questions")
+    parser.add_argument("--compare", action="store_true", help="also time the previous cut")
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    args = parser.parse_args()
+
+    pools, questions = load_sources(args.data)
+    questions = questions[WARMUP_QUERIES : WARMUP_QUERIES + 200]
+    start = time.perf_counter()
+    memories = generate_memories(pools, args.n)
+    index = KeywordIndex(None, HybridMemorySettings().keyword_tokenizer)
+    for first in range(0, args.n, BATCH):
+        index.upsert(
+            [
+                IndexRow(
+                    m["id"],
+                    m["text"],
+                    tuple(m["tags"]),
+                    m["metadata"],
+                    m["id"],
+                    datetime.fromisoformat(m["created_at"]).timestamp(),
+                )
+                for m in memories[first : first + BATCH]
+            ]
+        )
+    del memories
+    print(f"{args.n:,} memories indexed in {time.perf_counter() - start:.0f} s")
+
+    current = current_top
+    ways = {"current cut": current}
+    if args.compare:
+        ways["previous cut"] = partial_sort_top  # type: ignore[assignment]
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for question in questions:  # first-time costs (term lookups) out of the timing
+        index.search(question, DEPTH)
+    try:
+        for turn in range(args.passes):
+            order = list(ways) if turn % 2 == 0 else list(reversed(ways))
+            for name in order:
+                postings_module.Postings.top = ways[name]  # type: ignore[method-assign]
+                for question in questions:
+                    began = time.perf_counter()
+                    index.search(question, DEPTH)
+                    times[name].append((time.perf_counter() - began) * 1e3)
+        if args.compare:
+            rankings = {}
+            for name, way in ways.items():
+                postings_module.Postings.top = way  # type: ignore[method-assign]
+                rankings[name] = [index.search(q, DEPTH) for q in questions]
+            same = sum(a == b for a, b in zip(*rankings.values(), strict=True))
+            print(f"same rankings and scores: {same}/{len(questions)}")
+    finally:
+        postings_module.Postings.top = current  # type: ignore[method-assign]
+    for name, values in times.items():
+        ms = np.array(values)
+        print(
+            f"{name}: keyword leg p50 {np.percentile(ms, 50):.2f} ms, "
+            f"p95 {np.percentile(ms, 95):.2f}, mean {ms.mean():.2f}"
+        )
+    postings = index.keywords.postings
+    assert postings is not None
+    sizes = [
+        sum(len(postings._rowids.get(t[0], ())) for t in index.terms(query_words(q)) if t)
+        for q in questions
+    ]
+    print(f"postings per question: median {int(np.median(sizes)):,}, mean {int(np.mean(sizes)):,}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
