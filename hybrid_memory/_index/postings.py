@@ -2,8 +2,8 @@
 
 SQLite FTS5 finds the memories a query matches quickly, but ranks them by calling its
 ``bm25()`` function once per matching row, a cost that grows with the store. The same
-scores over numpy arrays (one gather, one weighted ``bincount`` and one partial sort)
-do not loop over matches in Python.
+scores over numpy arrays (one weighted ``bincount``, a partial sort of one term's rows
+and a pass over the totals) do not loop over matches in Python.
 
 The arrays are derived state twice removed: built from the FTS5 index's own tokens
 (so stemming and folding are exactly the configured tokenizer's) and kept in step
@@ -423,16 +423,17 @@ class Postings:
         self, terms: Sequence[str], limit: int, within: IntArray | None = None
     ) -> tuple[IntArray, FloatArray]:
         """``best_first(*scores(terms), limit)``, restricted to the rows ``within`` when
-        given, without a pass over arrays as long as the store: the candidates come
-        from the matching postings (or from ``within``), not from every row.
+        given, without sorting every matched row: only candidates are ranked.
 
         The cut: one term's rows are distinct, so when a term matches at least
         ``limit`` rows, the ``limit``-th best total among them is at most the
         ``limit``-th best of all; every row totalling at least that is a candidate
         (the best rows and their ties among them). The shortest such list gives it
-        cheapest and, being the rarest term's, highest. The candidates are read off the
-        totals in one pass, ascending: at 100,000 memories this took ``top`` from
-        0.43 to 0.21 ms a question against a partial sort of every matched posting.
+        cheapest, and the rarest term's rows mostly total the most. The candidates are
+        read off the totals (as long as the highest matched row) in one pass,
+        ascending: at 100,000 memories this took ``top`` from 0.43 to 0.21 ms a question
+        against a partial sort of every matched posting's total (a million: the keyword
+        leg p50 4.1 -> 2.5 ms, ``benchmarks/keyword_leg.py``).
         """
         matched = self._matched(terms)
         if matched is None or limit <= 0:
