@@ -90,8 +90,7 @@ def main() -> int:
     del memories
     print(f"{args.n:,} memories indexed in {time.perf_counter() - start:.0f} s")
 
-    current = current_top
-    ways = {"current cut": current}
+    ways = {"current cut": current_top}
     if args.compare:
         ways["previous cut"] = partial_sort_top  # type: ignore[assignment]
     times: dict[str, list[float]] = {name: [] for name in ways}
@@ -114,7 +113,7 @@ def main() -> int:
             same = sum(a == b for a, b in zip(*rankings.values(), strict=True))
             print(f"same rankings and scores: {same}/{len(questions)}")
     finally:
-        postings_module.Postings.top = current  # type: ignore[method-assign]
+        postings_module.Postings.top = current_top  # type: ignore[method-assign]
     for name, values in times.items():
         ms = np.array(values)
         print(
