@@ -105,3 +105,17 @@ def test_every_page_is_in_the_nav() -> None:
 def test_the_reference_names_only_what_exists() -> None:
     for package, name in re.findall(r"^::: ([\w.]+)\.(\w+)$", api_reference(), re.MULTILINE):
         assert hasattr(importlib.import_module(package), name), f"{package}.{name}"
+
+
+def test_docstring_roles_read_as_code() -> None:
+    spec = importlib.util.spec_from_file_location("roles", DOCS / "hooks" / "sphinx_roles.py")
+    assert spec and spec.loader
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    html = (
+        "<p>Over a :class:<code>~hybrid_memory.HybridMemory</code>, "
+        "see :meth:<code>sync</code> ::</p>"
+    )
+    assert roles.on_page_content(html) == (
+        "<p>Over a <code>HybridMemory</code>, see <code>sync</code>:</p>"
+    )
