@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from hybrid_memory._commands.output import fields, note, print_json, table
+from hybrid_memory._errors import StoreError
 from hybrid_memory._memory import HybridMemory
 
 
@@ -41,7 +42,11 @@ def run_tags(args: argparse.Namespace, memory: HybridMemory) -> int:
 
 def run_stats(args: argparse.Namespace, memory: HybridMemory) -> int:
     stats = memory.stats()
-    namespaces = memory.namespaces()
+    try:
+        namespaces: list[str] | None = memory.namespaces()
+    except StoreError as exc:  # another process owns the path and cannot list them
+        namespaces = None
+        note(f"namespaces unknown: {exc}")
     if args.json:
         print_json(
             {
@@ -67,7 +72,7 @@ def run_stats(args: argparse.Namespace, memory: HybridMemory) -> int:
             if stats.in_step
             else f"{stats.indexed} (catching up with the collection)",
             "tags": stats.tags,
-            "namespaces": ", ".join(namespaces) or "-",
+            "namespaces": "unknown" if namespaces is None else ", ".join(namespaces) or "-",
             "store": f"{stats.kind} {stats.location or ''}".rstrip(),
             "collection": stats.collection,
             "namespace": " / ".join(stats.namespace) or "- (the store itself)",

@@ -321,3 +321,49 @@ def test_a_server_store_is_exported_and_imported(chroma_server: str, tmp_path: P
     alice = as_json("list", "--namespace", "team", "--namespace", "alice", *local)
     assert [m["text"] for m in alice["memories"]] == ["kept on the server in ['team', 'alice']"]
     assert as_json("stats", *local)["namespaces"] == ["team"]
+
+
+def test_commands_beside_a_process_owning_the_path(tmp_path: Path) -> None:
+    """An agent (here: a process holding the store open) owns the path; the commands
+    reach the store through it. Listing and searching work; an export either holds the
+    namespaces or refuses, never leaves them out silently."""
+    ids = fill(tmp_path / "s")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\n"
+            "from hybrid_memory import HybridMemory\n"
+            "from benchmarks.seeded_embedding import SeededEmbedding\n"
+            f"m = HybridMemory(path={str(tmp_path / 's')!r}, embedding=SeededEmbedding(), "
+            "embedding_name='seeded-64')\n"
+            "print('open', flush=True)\n"
+            "sys.stdin.read()\n"
+            "m.close()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        store = ["--path", str(tmp_path / "s"), *SEEDED]
+        assert as_json("list", *store)["total"] == 3
+        assert as_json("search", "pelican0q1 marble1z0", *store)["hits"][0]["id"] == ids[()][1]
+        assert as_json("stats", *store)["count"] == 3
+        exported = tmp_path / "beside.jsonl"
+        done = cli("export", str(exported), *store)
+        if done.returncode == 0:
+            namespaces = {
+                tuple(json.loads(line)["namespace"])
+                for line in exported.read_text().splitlines()[1:]
+            }
+            assert namespaces == {(), ("team",), ("team", "alice")}
+        else:
+            one_line_error(done, 3, "namespaces cannot be listed from this process")
+            assert not exported.exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
