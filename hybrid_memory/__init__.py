@@ -22,6 +22,7 @@ from hybrid_memory._errors import (
 )
 from hybrid_memory._memory import HybridMemory
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._transfer import ImportReport, export_lines, export_memories, import_memories
 from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats, TimeWindow
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
     "HybridMemoryError",
     "HybridMemorySettings",
     "HybridRetriever",
+    "ImportReport",
     "IndexFileError",
     "InvalidInputError",
     "Memory",
@@ -47,6 +49,9 @@ __all__ = [
     "StoreError",
     "StoreStats",
     "TimeWindow",
+    "export_lines",
+    "export_memories",
+    "import_memories",
 ]
 
 

@@ -414,6 +414,11 @@ class HybridMemory:
         view._closed = False
         return view
 
+    def namespaces(self) -> list[str]:
+        """The names of the namespaces directly under this store (or view) that hold a
+        collection, sorted: those :meth:`namespace` opened here or in any other process."""
+        return self._parts.namespace_names()
+
     def with_settings(self, **overrides: Any) -> HybridMemory:
         """A view of this store with other search settings (k, alpha, tag_weight,
         recency_decay, candidates, rrf_k, …): same memories, index and embedder."""
