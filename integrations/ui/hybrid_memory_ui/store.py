@@ -1,0 +1,101 @@
+"""The store as the page sees it: the namespace views, the searches (fused or one leg
+alone), the time phrases and whether anything changed since a page was drawn. On
+hybrid-memory's public API only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from hybrid_memory import HybridMemory, HybridMemoryError, SearchResult
+from hybrid_memory_ui.filters import PageFilter, Window
+
+#: The search modes the page offers: every leg fused, or one leg alone.
+LEG_MODES = {
+    "fused": "all legs fused",
+    "vector": "vector leg alone",
+    "keyword": "keyword leg alone",
+}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a page last saw of its store: the count, and the newest update time."""
+
+    count: int
+    since: float
+
+
+class PageStore:
+    """One open store (or namespace view) and the namespaces under it."""
+
+    def __init__(self, memory: HybridMemory) -> None:
+        self.root = memory
+
+    def view(self, namespace: str = "") -> HybridMemory:
+        """The store, or its namespace ``namespace`` (opened once, then kept by the store)."""
+        return self.root.namespace(namespace) if namespace else self.root
+
+    def namespaces(self) -> list[str]:
+        """The namespaces under the store; none when the store cannot list them here (a
+        process that does not own an embedded path may not: the page then offers the
+        store alone, and a namespace is still reachable by its name in ``?ns=``)."""
+        try:
+            return self.root.namespaces()
+        except HybridMemoryError:
+            return []
+
+    def read_phrase(self, namespace: str, phrase: str, now: datetime) -> Window | None:
+        """The window a time phrase ("last week", "in March", "3 days ago") names, read the
+        way the store's own search reads one (the window its result reports), or None for
+        a phrase that names none."""
+        reader = self.view(namespace).with_settings(time_phrases="narrow")
+        found = reader.search(phrase, k=1, now=now).time_window
+        if found is None or found.kind != "window":
+            return None
+        return found.start, found.end
+
+    def search(self, query: str, page: PageFilter, *, leg: str, k: int) -> SearchResult:
+        """The hits for ``query`` within ``page``'s filter: every leg fused, or with
+        ``leg`` the vector or keyword leg alone (its share of the fusion set to all, the
+        tag leg's to none: the hits are that leg's ranking; every hit still shows the
+        ranks the other legs gave it)."""
+        view = self.view(page.namespace)
+        options: dict[str, Any] = {
+            "k": k,
+            "filter": page.where,
+            "after": page.after,
+            "before": page.before,
+        }
+        if leg == "fused":
+            return view.search(query, **options)
+        if leg not in LEG_MODES:
+            raise ValueError(f"leg: expected one of {', '.join(LEG_MODES)}, got {leg!r}")
+        alone = view.with_settings(tag_weight=0.0)
+        return alone.search(query, alpha=1.0 if leg == "vector" else 0.0, **options)
+
+    def changes(self, namespace: str, seen: Changes) -> Changes | None:
+        """What changed since ``seen`` (None: nothing). Catches up with other processes'
+        writes first (the store's cheap check: memories written after the index's
+        watermark), so a page polling this sees them within one poll."""
+        view = self.view(namespace)
+        view.sync()
+        count = view.count()
+        since = datetime.fromtimestamp(seen.since, timezone.utc)
+        newer = view.list_memories({"updated_at": {"$gt": since}}, limit=1000)
+        if count == seen.count and not newer:
+            return None
+        latest = max(
+            (m.updated_at.timestamp() for m in newer if m.updated_at is not None),
+            default=seen.since,
+        )
+        return Changes(count=count, since=max(latest, seen.since))
+
+    def changes_now(self, namespace: str) -> Changes:
+        """The state a page drawn now shows."""
+        return Changes(count=self.view(namespace).count(), since=utc_now().timestamp())
