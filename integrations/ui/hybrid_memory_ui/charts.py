@@ -12,11 +12,11 @@ _FONT = 'font-size="11" font-family="system-ui, sans-serif"'
 
 
 def _nice_max(value: float) -> float:
-    """A round axis end at or above ``value`` (1, 2 or 5 times a power of ten)."""
+    """A round axis end at or above ``value`` (1, 2, 4, 6, 8 or 10 times a power of ten)."""
     if value <= 0:
         return 1.0
     power = 10 ** (len(str(int(value))) - 1)
-    for step in (1, 2, 5, 10):
+    for step in (1, 2, 4, 6, 8, 10):
         if value <= step * power:
             return float(step * power)
     return float(10 * power)  # pragma: no cover - the loop always returns
@@ -37,7 +37,9 @@ def column_chart(
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
     ]
-    for fraction in (0.0, 0.5, 1.0):
+    # A middle line only where it falls on a whole count.
+    fractions = (0.0, 0.5, 1.0) if top_value % 2 == 0 else (0.0, 1.0)
+    for fraction in fractions:
         y = top + plot_h * (1 - fraction)
         parts.append(
             f'<line x1="{left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
