@@ -21,6 +21,7 @@ from hybrid_memory_ui.filters import (
 )
 from hybrid_memory_ui.highlight import highlight
 from hybrid_memory_ui.render import Page, page_of
+from hybrid_memory_ui.rows import hit_rows, memory_rows
 from hybrid_memory_ui.stats import figures
 from hybrid_memory_ui.store import LEG_MODES, Changes, utc_now
 
@@ -86,8 +87,8 @@ def home(request: Request) -> Response:
     view = page.store.view(chosen.namespace)
     if not part:
         context.update(_filter_context(request))
-    context["changes"] = page.store.changes_now(chosen.namespace)
     if query:
+        context["changes"] = page.store.changes_now(chosen.namespace)
         return _search(request, page, query, chosen, context, part)
     size = _int(params, "size", 50, page.config.page_sizes)
     number = _int(params, "page", 1, range(1, 10**9))
@@ -102,9 +103,16 @@ def home(request: Request) -> Response:
             )
         except HybridMemoryError as exc:
             context["error"] = str(exc)
+    unfiltered = where is None and context["error"] is None
+    context["changes"] = page.store.changes_now(chosen.namespace, total if unfiltered else None)
     pages_total = max(1, -(-total // size))
     context.update(
-        memories=memories, total=total, size=size, number=number, pages_total=pages_total
+        memories=memories,
+        rows=memory_rows(memories, chosen.namespace, not page.config.read_only),
+        total=total,
+        size=size,
+        number=number,
+        pages_total=pages_total,
     )
     return page.render(request, "_list.html" if part else "browse.html", **context)
 
@@ -127,17 +135,10 @@ def _search(
             result = page.store.search(query, chosen, leg=leg, k=k)
         except HybridMemoryError as exc:
             context["error"] = str(exc)
-    hits = []
-    for position, hit in enumerate(result or [], start=1):
-        matched = [t for t in hit.tags if t in set(result.matched_tags)] if result else []
-        hits.append(
-            {
-                "position": position,
-                "hit": hit,
-                "text": highlight(hit.text, query),
-                "matched_tags": matched,
-            }
-        )
+    hits = list(result or [])
+    matched = list(result.matched_tags) if result is not None else []
+    texts = [highlight(hit.text, query) for hit in hits]
+    context["rows"] = hit_rows(hits, texts, matched, chosen.namespace)
     context.update(result=result, hits=hits, leg=leg, legs=LEG_MODES, k=k, sizes=SEARCH_SIZES)
     return page.render(request, "_hits.html" if part else "search.html", **context)
 

@@ -43,6 +43,7 @@ def templates() -> Environment:
         loader=PackageLoader("hybrid_memory_ui", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
+        auto_reload=False,  # the templates ship in the package: no stat() per render
         lstrip_blocks=True,
     )
     env.filters["time"] = format_time

@@ -4,6 +4,7 @@ hybrid-memory's public API only."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -34,8 +35,10 @@ class Changes:
 class PageStore:
     """One open store (or namespace view) and the namespaces under it."""
 
-    def __init__(self, memory: HybridMemory) -> None:
+    def __init__(self, memory: HybridMemory, remember_seconds: float = 5.0) -> None:
         self.root = memory
+        self._remember = remember_seconds
+        self._namespaces: tuple[float, list[str]] | None = None
 
     def view(self, namespace: str = "") -> HybridMemory:
         """The store, or its namespace ``namespace`` (opened once, then kept by the store)."""
@@ -45,10 +48,16 @@ class PageStore:
         """The namespaces under the store; none when the store cannot list them here (a
         process that does not own an embedded path may not: the page then offers the
         store alone, and a namespace is still reachable by its name in ``?ns=``)."""
+        known = self._namespaces
+        now = time.monotonic()
+        if known is not None and now - known[0] < self._remember:
+            return known[1]  # every page lists them: one look at the store per few seconds
         try:
-            return self.root.namespaces()
+            names = self.root.namespaces()
         except HybridMemoryError:
-            return []
+            names = []
+        self._namespaces = (now, names)
+        return names
 
     def read_phrase(self, namespace: str, phrase: str, now: datetime) -> Window | None:
         """The window a time phrase ("last week", "in March", "3 days ago") names, read the
@@ -96,6 +105,9 @@ class PageStore:
         )
         return Changes(count=count, since=max(latest, seen.since))
 
-    def changes_now(self, namespace: str) -> Changes:
-        """The state a page drawn now shows."""
-        return Changes(count=self.view(namespace).count(), since=utc_now().timestamp())
+    def changes_now(self, namespace: str, count: int | None = None) -> Changes:
+        """The state a page drawn now shows (``count``: the store's count, when the page
+        has just read it)."""
+        if count is None:
+            count = self.view(namespace).count()
+        return Changes(count=count, since=utc_now().timestamp())
