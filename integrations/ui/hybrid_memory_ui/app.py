@@ -5,14 +5,23 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hybrid_memory import HybridMemory
+from hybrid_memory import HybridMemory, HybridMemoryError, MemoryNotFoundError
 from hybrid_memory_ui import actions, pages
 from hybrid_memory_ui.config import UIConfig
-from hybrid_memory_ui.render import STATIC, Page
+from hybrid_memory_ui.render import STATIC, Page, page_of
 from hybrid_memory_ui.security import SecurityMiddleware
+
+
+async def store_error(request: Request, exc: Exception) -> Response:
+    """A store error no route handled (a namespace that does not exist, a memory deleted
+    meanwhile): the page says so, in the site's frame."""
+    status = 404 if isinstance(exc, MemoryNotFoundError) else 400
+    return page_of(request).render(request, "error.html", status=status, error=str(exc))
 
 
 def create_app(memory: HybridMemory, config: UIConfig | None = None) -> Starlette:
@@ -35,6 +44,10 @@ def create_app(memory: HybridMemory, config: UIConfig | None = None) -> Starlett
         Route("/import", actions.import_file, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(SecurityMiddleware, config=config)])
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(SecurityMiddleware, config=config)],
+        exception_handlers={HybridMemoryError: store_error},
+    )
     app.state.page = Page(memory, config)
     return app

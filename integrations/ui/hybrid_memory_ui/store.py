@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from hybrid_memory import HybridMemory, HybridMemoryError, SearchResult
+from hybrid_memory import HybridMemory, HybridMemoryError, InvalidInputError, SearchResult
 from hybrid_memory_ui.filters import PageFilter, Window
 
 #: The search modes the page offers: every leg fused, or one leg alone.
@@ -41,16 +41,24 @@ class PageStore:
         self._namespaces: tuple[float, list[str]] | None = None
 
     def view(self, namespace: str = "") -> HybridMemory:
-        """The store, or its namespace ``namespace`` (opened once, then kept by the store)."""
-        return self.root.namespace(namespace) if namespace else self.root
+        """The store, or its namespace ``namespace`` (opened once, then kept by the store).
+        Only a namespace that exists: opening one makes its collection, and a page asked
+        for (a GET, which any site can make a browser send) must not write."""
+        if not namespace:
+            return self.root
+        if namespace not in self.namespaces() and namespace not in self.namespaces(fresh=True):
+            raise InvalidInputError(
+                "ns", f"no namespace {namespace!r} under this store (see the stats page)"
+            )
+        return self.root.namespace(namespace)
 
-    def namespaces(self) -> list[str]:
+    def namespaces(self, *, fresh: bool = False) -> list[str]:
         """The namespaces under the store; none when the store cannot list them here (a
         process that does not own an embedded path may not: the page then offers the
         store alone, and a namespace is still reachable by its name in ``?ns=``)."""
         known = self._namespaces
         now = time.monotonic()
-        if known is not None and now - known[0] < self._remember:
+        if known is not None and now - known[0] < self._remember and not fresh:
             return known[1]  # every page lists them: one look at the store per few seconds
         try:
             names = self.root.namespaces()

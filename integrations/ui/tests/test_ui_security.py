@@ -18,6 +18,7 @@ from _ui_support import (
     REPO,
     child_env,
     chromium_browser,
+    open_store,
     seed,
     stored,
     ui_command,
@@ -182,3 +183,26 @@ def test_off_loopback_without_a_token_does_not_start(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "HYBRID_MEMORY_UI_TOKEN" in done.stderr
     assert not any(tmp_path.iterdir())  # refused before the store was opened
+
+
+def test_a_page_opens_only_namespaces_that_exist(tmp_path: Path) -> None:
+    """Opening a namespace makes its collection: a GET (which any site can make a browser
+    send) naming one that does not exist is refused and creates nothing."""
+    store = open_store(tmp_path)
+    store.namespace("team").add("a note of the team", id="t1")
+    store.close()
+    with (
+        ui_server(tmp_path) as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
+    ):
+        shown = client.get("/?ns=team")
+        assert shown.status_code == 200 and 'data-id="t1"' in shown.text
+        for address in ("/?ns=junk", "/stats?ns=junk", "/export?ns=junk", "/memory?id=t1&ns=x"):
+            refused = client.get(address)
+            assert refused.status_code == 400, address
+            assert "no namespace" in refused.text
+    reopened = open_store(tmp_path)
+    try:
+        assert reopened.namespaces() == ["team"]
+    finally:
+        reopened.close()
