@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -247,3 +248,35 @@ def test_another_process_write_appears_without_a_reload(tmp_path: Path, page: An
         page.wait_for_selector("li.memory[data-id=live]", timeout=30_000)
         assert page.evaluate("window.__not_reloaded") is True
         assert page.locator("[data-total]").get_attribute("data-total") == "4"
+
+
+def test_the_page_beside_a_process_that_holds_the_store(tmp_path: Path) -> None:
+    """The page started second, while this process keeps the store open (as an MCP server
+    or an agent would): it lists, edits and sees this process's writes."""
+    import httpx
+    from _ui_support import open_store
+
+    holder = open_store(tmp_path)
+    try:
+        holder.add_many(_notes(5))
+        with (
+            ui_server(tmp_path) as server,
+            httpx.Client(base_url=server.url, timeout=30) as client,
+        ):
+            listed = client.get("/").text
+            assert all(f'data-id="n{i:03d}"' in listed for i in range(5))
+            edited = client.post(
+                "/memory/edit",
+                data={"id": "n001", "text": "edited on the page", "tags": "x", "metadata": "{}"},
+                headers={"Origin": server.url},
+            )
+            assert edited.status_code == 303
+            holder.sync()
+            assert holder.get("n001").text == "edited on the page"
+            holder.add("written by the holder", id="held")
+            deadline = time.monotonic() + 20
+            while 'data-id="held"' not in client.get("/").text:
+                assert time.monotonic() < deadline, "the holder's write never showed"
+                time.sleep(0.5)
+    finally:
+        holder.close()
