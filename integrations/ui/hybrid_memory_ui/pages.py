@@ -97,7 +97,7 @@ def home(request: Request) -> Response:
     total = 0
     if context["error"] is None:
         try:
-            total = view.count(where)
+            total = page.store.count(view, where)
             memories = view.list_memories(
                 where, limit=size, offset=(number - 1) * size, newest_first=True
             )

@@ -20,6 +20,11 @@ LEG_MODES = {
 }
 
 
+#: A filter every memory passes (created at or after the year 1): a count with it is
+#: answered by the keyword index (see :meth:`PageStore.count`).
+EVERY_MEMORY: dict[str, Any] = {"created_at": {"$gte": datetime(1, 1, 1, tzinfo=timezone.utc)}}
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -96,17 +101,25 @@ class PageStore:
         alone = view.with_settings(tag_weight=0.0)
         return alone.search(query, alpha=1.0 if leg == "vector" else 0.0, **options)
 
+    def count(self, view: HybridMemory, where: dict[str, Any] | None = None) -> int:
+        """How many memories of ``view`` pass ``where`` (all of them without one), as the
+        keyword index holds them: the same rows the listing pages through, and a count
+        the index keeps until the next write (the collection's own count, which an
+        unfiltered ``count()`` asks, takes ~10 ms at 100,000 memories, every time)."""
+        return view.count(EVERY_MEMORY if where is None else where)
+
     def changes(self, namespace: str, seen: Changes) -> Changes | None:
-        """What changed since ``seen`` (None: nothing). Catches up with other processes'
-        writes first (the store's cheap check: memories written after the index's
-        watermark), so a page polling this sees them within one poll."""
+        """What changed since ``seen`` (None: nothing): another count, or a memory updated
+        after the newest update seen. Other processes' writes reach the index by the
+        store's own periodic check (every ``sync_interval``), which these counts set off."""
         view = self.view(namespace)
-        view.sync()
-        count = view.count()
+        count = self.count(view)
         since = datetime.fromtimestamp(seen.since, timezone.utc)
-        newer = view.list_memories({"updated_at": {"$gt": since}}, limit=1000)
-        if count == seen.count and not newer:
+        updated = {"updated_at": {"$gt": since}}
+        fresh = view.count(updated)
+        if count == seen.count and not fresh:
             return None
+        newer = view.list_memories(updated, limit=1000) if fresh else []
         latest = max(
             (m.updated_at.timestamp() for m in newer if m.updated_at is not None),
             default=seen.since,
@@ -117,5 +130,5 @@ class PageStore:
         """The state a page drawn now shows (``count``: the store's count, when the page
         has just read it)."""
         if count is None:
-            count = self.view(namespace).count()
+            count = self.count(self.view(namespace))
         return Changes(count=count, since=utc_now().timestamp())
