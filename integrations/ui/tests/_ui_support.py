@@ -72,11 +72,15 @@ class Server:
 
 @contextmanager
 def ui_server(
-    path: Path | str, *args: str, embedding: bool = True, env: dict[str, str] | None = None
+    path: Path | str | None,
+    *args: str,
+    embedding: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
-    """``hybrid-memory ui --path PATH --port 0 ARGS`` running; yields its URL once it
-    listens, stops it after."""
-    command = [*ui_command(), "--path", str(path), "--port", "0", "--poll-seconds", "0.5"]
+    """``hybrid-memory ui --path PATH --port 0 ARGS`` running (no ``--path`` when ``path``
+    is None: ARGS name the store); yields its URL once it listens, stops it after."""
+    where = [] if path is None else ["--path", str(path)]
+    command = [*ui_command(), *where, "--port", "0", "--poll-seconds", "0.5"]
     command += [*(EMBEDDING if embedding else []), *args]
     process = subprocess.Popen(
         command,
@@ -161,3 +165,43 @@ def stored(path: Path | str) -> dict[str, Any]:
         return {m.id: m for m in store.list_memories()}
     finally:
         store.close()
+
+
+@contextmanager
+def chroma_server(folder: Path) -> Iterator[str]:
+    """A real Chroma server (``chroma run``, installed with chromadb) on a free port."""
+    import socket
+    import time
+
+    import chromadb
+
+    chroma = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    log = (folder / "chroma.log").open("wb")
+    process = subprocess.Popen(
+        [chroma, "run", "--path", str(folder / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception as exc:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    output = (folder / "chroma.log").read_text(errors="replace")
+                    raise AssertionError(f"chroma did not start:\n{output}") from exc
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -18,6 +18,7 @@ from _ui_support import (
     NO_CHROMIUM,
     REPO,
     child_env,
+    chroma_server,
     chromium_browser,
     seed,
     stored,
@@ -280,3 +281,24 @@ def test_the_page_beside_a_process_that_holds_the_store(tmp_path: Path) -> None:
                 time.sleep(0.5)
     finally:
         holder.close()
+
+
+def test_a_store_on_a_chroma_server(tmp_path: Path, page: Any) -> None:
+    """``--url``: the page over a store kept by a Chroma server, written by another client."""
+    from hybrid_memory import HybridMemory
+    from tests.conftest import HashEmbedding
+
+    with chroma_server(tmp_path) as url:
+        writer = HybridMemory(url=url, embedding=HashEmbedding(), embedding_name="test-hash-64")
+        try:
+            writer.add_many(_notes(6))
+            with ui_server(None, "--url", url) as server:
+                page.goto(server.url + "/")
+                assert page.locator("[data-total]").get_attribute("data-total") == "6"
+                page.goto(server.url + "/?q=garden")
+                assert page.locator("li.hit").first.get_attribute("data-id") in {"n000", "n003"}
+                writer.add("written beside the page", id="beside")
+                page.goto(server.url + "/")
+                page.wait_for_selector("li.memory[data-id=beside]", timeout=30_000)
+        finally:
+            writer.close()
