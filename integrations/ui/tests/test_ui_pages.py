@@ -84,6 +84,14 @@ def test_browse_is_newest_first_and_pages_through_everything(tmp_path: Path, pag
         assert page.locator("[data-total]").get_attribute("data-total") == "120"
         page.goto(server.url + "/?when=gibberish+time")
         assert "not a time hybrid-memory reads" in page.locator(".error").inner_text()
+        # Stats: the count, the charts, each tag's count.
+        page.goto(server.url + "/stats")
+        assert page.locator("[data-count]").get_attribute("data-count") == "120"
+        assert page.locator("svg.chart").count() == 3  # per bucket, over time, tags
+        titles = page.locator("svg.chart rect title").evaluate_all(
+            "titles => titles.map(t => t.textContent)"
+        )
+        assert "garden: 40" in titles and "office: 80" in titles
 
 
 def test_search_shows_why_and_one_leg_alone(tmp_path: Path, page: Any) -> None:
