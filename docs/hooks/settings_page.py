@@ -10,12 +10,14 @@ names every field).
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
 import re
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 MARKER = re.compile(r"^<!-- settings: ([\w.]+) -->$", re.MULTILINE)
@@ -72,7 +74,7 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
     in source order; fields the source does not show (inherited) come last."""
     sections: list[tuple[str, list[str]]] = [("", [])]
     seen: set[str] = set()
-    for line in inspect.getsource(settings_class).splitlines():
+    for line in _class_source(settings_class).splitlines():
         if heading := SECTION.match(line):
             sections.append((heading.group(1), []))
         elif (field := FIELD.match(line)) and field.group(1) in names:
@@ -80,6 +82,25 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
             seen.add(field.group(1))
     sections[-1][1].extend(name for name in names if name not in seen)
     return [(title, fields) for title, fields in sections if fields]
+
+
+def _class_source(cls: type) -> str:
+    """The source of a class's statement, also when its ``__module__`` names the package
+    that exports it rather than the module that defines it (as the public classes of
+    hybrid_memory do, for tracebacks): found through the file of a function in its body."""
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        pass
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is None or not Path(code.co_filename).is_file():
+            continue
+        source = Path(code.co_filename).read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+                return ast.get_source_segment(source, node) or ""
+    return ""  # no sections then: one table of every field
 
 
 def _default(info: Any) -> str:
