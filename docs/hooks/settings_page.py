@@ -15,9 +15,9 @@ import importlib
 import inspect
 import json
 import re
+import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 MARKER = re.compile(r"^<!-- settings: ([\w.]+) -->$", re.MULTILINE)
@@ -42,7 +42,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 def settings_markdown(settings_class: type) -> str:
     """Markdown tables of every field of a pydantic-settings class, by section."""
     prefix = settings_class.model_config.get("env_prefix", "")  # type: ignore[attr-defined]
-    per_view = getattr(inspect.getmodule(settings_class), "SEARCH_SETTINGS", frozenset())
+    per_view = getattr(_defining_module(settings_class), "SEARCH_SETTINGS", frozenset())
     fields = settings_class.model_fields  # type: ignore[attr-defined]
     out: list[str] = []
     for section, names in _sections(settings_class, list(fields)):
@@ -84,22 +84,23 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
     return [(title, fields) for title, fields in sections if fields]
 
 
-def _class_source(cls: type) -> str:
-    """The source of a class's statement, also when its ``__module__`` names the package
-    that exports it rather than the module that defines it (as the public classes of
-    hybrid_memory do, for tracebacks): found through the file of a function in its body."""
-    try:
-        return inspect.getsource(cls)
-    except (OSError, TypeError):
-        pass
+def _defining_module(cls: type) -> types.ModuleType | None:
+    """The module whose source holds the class statement, also when the class's
+    ``__module__`` names the package that exports it (as the public classes of
+    hybrid_memory do, for tracebacks): the module of a function in its body."""
     for value in vars(cls).values():
-        code = getattr(getattr(value, "__func__", value), "__code__", None)
-        if code is None or not Path(code.co_filename).is_file():
-            continue
-        source = Path(code.co_filename).read_text()
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                return ast.get_source_segment(source, node) or ""
+        function = getattr(value, "__func__", value)
+        if hasattr(function, "__code__") and function.__module__ in sys.modules:
+            return sys.modules[function.__module__]
+    return inspect.getmodule(cls)
+
+
+def _class_source(cls: type) -> str:
+    module = _defining_module(cls)
+    source = inspect.getsource(module) if module else ""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return ast.get_source_segment(source, node) or ""
     return ""  # no sections then: one table of every field
 
 

@@ -129,3 +129,4 @@ def test_settings_sections_found_when_module_names_the_package(
     monkeypatch.setattr(HybridMemorySettings, "__module__", "hybrid_memory")
     page = settings_hook().settings_markdown(HybridMemorySettings)
     assert "### Where the memories live" in page and "### Search" in page
+    assert "*Per view:*" in page
