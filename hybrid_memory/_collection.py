@@ -285,9 +285,9 @@ class ChromaCollection:
         list_collections = getattr(self.client, "list_collections", None)
         if list_collections is None:
             raise StoreError(
-                "this process reaches the store through the process owning its path, which "
-                "does not list collections; ask that process (or open the store when no "
-                "other process holds it)"
+                "the namespaces cannot be listed from this process: another process owns "
+                "the store's path and does not list collections for others; run this while "
+                "no other process (an MCP server, an agent) holds the path"
             )
         try:
             found = list_collections()

@@ -11,7 +11,9 @@ version and the embedding the vectors (if any) came from, then one line per memo
 A memory's ``namespace`` is the path of namespaces it lives in, relative to the store
 (or view) that was exported: ``[]`` for that store itself, ``["team", "alice"]`` for
 ``memory.namespace("team").namespace("alice")``. With vectors, each memory line also
-holds ``"vector"``: the stored embedding as float32 values.
+holds ``"vector"``: the stored embedding's float32 values, little-endian, in base64 (exact,
+and a tenth of the time to write and read that a list of decimal numbers takes); an
+import also accepts a JSON list of numbers.
 
 Decoding validates each line completely (id, text, tags, metadata, times, namespace,
 vector) with the checks ``add`` makes, and names the line in every error, so an import
@@ -20,6 +22,7 @@ can check a whole batch before it writes any of it.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Mapping
@@ -44,6 +47,8 @@ _HEADER_KEYS = frozenset(
 _RECORD_KEYS = frozenset(
     {"id", "text", "tags", "metadata", "created_at", "updated_at", "namespace", "vector"}
 )
+_FLOAT32 = np.dtype("<f4")  # little-endian whatever the machine
+_NUMBER_TYPES = frozenset({int, float})
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -108,7 +113,7 @@ def header_line(
 
 def record_line(row: IndexRow, namespace: tuple[str, ...], vector: Any = None) -> str:
     """One memory's line, ending in a newline; ``vector`` (any sequence of numbers) is
-    written as float32 values with 9 significant digits, which read back exactly."""
+    written as :func:`encode_vector` writes it."""
     record: dict[str, Any] = {
         "id": row.id,
         "text": row.text,
@@ -118,12 +123,14 @@ def record_line(row: IndexRow, namespace: tuple[str, ...], vector: Any = None) -
         "updated_at": iso_time(row.updated_at),
         "namespace": list(namespace),
     }
-    line = _ENCODE(record)
-    if vector is None:
-        return line + "\n"
-    values = np.asarray(vector, dtype=np.float32).tolist()
-    # Spliced in rather than encoded by json: a float32 needs 9 digits, not a double's 17.
-    return f'{line[:-1]},"vector":[{",".join(map("{:.9g}".format, values))}]}}\n'
+    if vector is not None:
+        record["vector"] = encode_vector(vector)
+    return _ENCODE(record) + "\n"
+
+
+def encode_vector(vector: Any) -> str:
+    """A vector as its float32 values, little-endian, in base64."""
+    return base64.b64encode(np.asarray(vector, dtype=_FLOAT32).tobytes()).decode("ascii")
 
 
 # --- decoding ------------------------------------------------------------------------------
@@ -256,19 +263,34 @@ def _namespace(value: Any, field: str) -> tuple[str, ...]:
 
 
 def _vector(value: Any, field: str, dimension: int | None) -> np.ndarray | None:
+    """A vector as a line holds it: base64 of little-endian float32 values (as exports
+    write it), or a list of numbers."""
     if value is None:
         return None
-    if not isinstance(value, list) or not value:
-        raise InvalidInputError(field, "expected a non-empty list of numbers")
-    if dimension is not None and len(value) != dimension:
-        raise InvalidInputError(field, f"expected {dimension} numbers, got {len(value)}")
-    if not all(type(v) is float or type(v) is int for v in value):
-        raise InvalidInputError(field, "expected a flat list of numbers")
-    try:
-        with np.errstate(over="ignore"):  # a number beyond float32 becomes inf: refused below
-            vector = np.asarray(value, dtype=np.float32)
-    except OverflowError:  # an integer beyond any float
-        raise InvalidInputError(field, "every number must be finite") from None
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except ValueError:
+            raise InvalidInputError(field, "not valid base64") from None
+        if not raw or len(raw) % 4:
+            raise InvalidInputError(
+                field, f"expected base64 of float32 values (4 bytes each), got {len(raw)} bytes"
+            )
+        vector = np.frombuffer(raw, dtype=_FLOAT32).astype(np.float32)
+    elif isinstance(value, list) and value:
+        if not set(map(type, value)) <= _NUMBER_TYPES:  # bool is not a number here
+            raise InvalidInputError(field, "expected a flat list of numbers")
+        try:
+            with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+                vector = np.asarray(value, dtype=np.float32)
+        except OverflowError:  # an integer beyond any float
+            raise InvalidInputError(field, "every number must be finite") from None
+    else:
+        raise InvalidInputError(
+            field, "expected base64 of float32 values or a non-empty list of numbers"
+        )
+    if dimension is not None and len(vector) != dimension:
+        raise InvalidInputError(field, f"expected {dimension} numbers, got {len(vector)}")
     if not np.isfinite(vector).all():
         raise InvalidInputError(field, "every number must be finite (no NaN or infinity)")
     return vector

@@ -233,15 +233,20 @@ class IndexReads:
             )
         ]
 
-    def page(self, where: Node | None, limit: int | None, offset: int) -> list[str]:
+    def page(
+        self, where: Node | None, limit: int | None, offset: int, *, newest_first: bool = False
+    ) -> list[str]:
         """The ids of the memories passing ``where``, oldest first (``created_at``, then
-        ``id``, so that the order is the same in every process), ``offset`` skipped and at
-        most ``limit`` (None: all)."""
+        ``id``, so that the order is the same in every process; the reverse with
+        ``newest_first``), ``offset`` skipped and at most ``limit`` (None: all). The
+        index ``memories_created`` on ``(created_at, id)`` gives either order without a
+        sort: a page near either end reads its rows and the ones skipped, no more."""
         sql, params = to_sql(where)
+        order = "DESC" if newest_first else "ASC"
         query = (
             "SELECT m.id FROM memories m"
             + (f" WHERE {sql}" if sql else "")
-            + " ORDER BY m.created_at, m.id LIMIT ? OFFSET ?"
+            + f" ORDER BY m.created_at {order}, m.id {order} LIMIT ? OFFSET ?"
         )
         rows = self._conn.execute(query, [*params, -1 if limit is None else limit, offset])
         return [r[0] for r in rows.fetchall()]

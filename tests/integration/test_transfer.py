@@ -6,6 +6,7 @@ documented (docs/export-format.md)."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import uuid
@@ -198,7 +199,7 @@ def test_vectors_travel_without_re_embedding(
     export_memories(store, exported, vectors=True)
     lines = exported.read_text().splitlines()
     assert json.loads(lines[0])["vectors"] is True
-    assert len(json.loads(lines[1])["vector"]) == 64
+    assert len(base64.b64decode(json.loads(lines[1])["vector"])) == 64 * 4  # float32
     counting = CountingEmbedding()
     with open_store(tmp_path / "target", embedding=counting) as target:
         report = import_memories(target, exported)

@@ -4,6 +4,7 @@ bad line is refused with its line number and the field at fault."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -63,12 +64,19 @@ def test_a_memory_line_round_trips_exactly() -> None:
 def test_a_vector_is_written_as_float32_and_read_back_bit_for_bit() -> None:
     vector = np.random.default_rng(7).standard_normal(384).astype(np.float32)
     line = record_line(_row(), (), vector)
-    assert len(line) < 384 * 17  # 9 significant digits, not a double's 17
+    assert base64.b64decode(json.loads(line)["vector"]) == vector.astype("<f4").tobytes()
     record = _parse(line, dimension=384, want_vector=True)
     assert record.vector is not None and record.vector.dtype == np.float32
     assert np.array_equal(record.vector, vector)
     # Not wanted (re-embedding): checked, then dropped.
     assert _parse(line, dimension=384).vector is None
+
+
+def test_a_vector_may_also_be_a_list_of_numbers() -> None:
+    value = json.loads(record_line(_row(), ()))
+    value["vector"] = [0.5, -1, 2.25]
+    record = parse_record(value, 3, SETTINGS, dimension=None, want_vector=True)
+    assert record.vector is not None and record.vector.tolist() == [0.5, -1.0, 2.25]
 
 
 def test_the_header_names_format_version_embedding_and_dimension() -> None:
@@ -121,6 +129,12 @@ def test_a_bad_header_is_refused(header: dict[str, Any], field: str) -> None:
         ('{"id": "a", "text": "t", "vector": [1, NaN, 3]}', "line 9: vector", "finite"),
         ('{"id": "a", "text": "t", "vector": [1, 1e39, 3]}', "line 9: vector", "finite"),
         ('{"id": "a", "text": "t"}', "line 9: vector", "missing"),
+        ('{"id": "a", "text": "t", "vector": "not base64!"}', "line 9: vector", "base64"),
+        ('{"id": "a", "text": "t", "vector": "AAAA"}', "line 9: vector", "4 bytes each"),
+        ('{"id": "a", "text": "t", "vector": "AAAAAA=="}', "line 9: vector", "expected 3 numbers"),
+        ('{"id": "a", "text": "t", "vector": "AADAfwAAAAAAAAAA"}', "line 9: vector", "finite"),
+        ('{"id": "a", "text": "t", "vector": []}', "line 9: vector", "non-empty list"),
+        ('{"id": "a", "text": "t", "vector": {"x": 1}}', "line 9: vector", "base64"),
     ],
 )
 def test_a_bad_line_is_refused_with_its_number_and_field(line: str, field: str, says: str) -> None:
