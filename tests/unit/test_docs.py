@@ -18,7 +18,12 @@ from hybrid_memory import HybridMemorySettings
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # The plugins' packages, as the API reference names them (installed by the README's command).
-PLUGINS = ["hybrid_memory_mcp", "langgraph.store.hybrid_memory", "llama_index.memory.hybrid_memory"]
+PLUGINS = [
+    "hybrid_memory_mcp",
+    "hybrid_memory_ui",
+    "langgraph.store.hybrid_memory",
+    "llama_index.memory.hybrid_memory",
+]
 
 
 def settings_hook() -> ModuleType:
