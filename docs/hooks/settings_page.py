@@ -10,10 +10,12 @@ names every field).
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from typing import Any
@@ -40,7 +42,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 def settings_markdown(settings_class: type) -> str:
     """Markdown tables of every field of a pydantic-settings class, by section."""
     prefix = settings_class.model_config.get("env_prefix", "")  # type: ignore[attr-defined]
-    per_view = getattr(inspect.getmodule(settings_class), "SEARCH_SETTINGS", frozenset())
+    per_view = getattr(_defining_module(settings_class), "SEARCH_SETTINGS", frozenset())
     fields = settings_class.model_fields  # type: ignore[attr-defined]
     out: list[str] = []
     for section, names in _sections(settings_class, list(fields)):
@@ -72,7 +74,7 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
     in source order; fields the source does not show (inherited) come last."""
     sections: list[tuple[str, list[str]]] = [("", [])]
     seen: set[str] = set()
-    for line in inspect.getsource(settings_class).splitlines():
+    for line in _class_source(settings_class).splitlines():
         if heading := SECTION.match(line):
             sections.append((heading.group(1), []))
         elif (field := FIELD.match(line)) and field.group(1) in names:
@@ -80,6 +82,26 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
             seen.add(field.group(1))
     sections[-1][1].extend(name for name in names if name not in seen)
     return [(title, fields) for title, fields in sections if fields]
+
+
+def _defining_module(cls: type) -> types.ModuleType | None:
+    """The module whose source holds the class statement, also when the class's
+    ``__module__`` names the package that exports it (as the public classes of
+    hybrid_memory do, for tracebacks): the module of a function in its body."""
+    for value in vars(cls).values():
+        function = getattr(value, "__func__", value)
+        if hasattr(function, "__code__") and function.__module__ in sys.modules:
+            return sys.modules[function.__module__]
+    return inspect.getmodule(cls)
+
+
+def _class_source(cls: type) -> str:
+    module = _defining_module(cls)
+    source = inspect.getsource(module) if module else ""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return ast.get_source_segment(source, node) or ""
+    return ""  # no sections then: one table of every field
 
 
 def _default(info: Any) -> str:

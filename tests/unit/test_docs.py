@@ -18,7 +18,12 @@ from hybrid_memory import HybridMemorySettings
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # The plugins' packages, as the API reference names them (installed by the README's command).
-PLUGINS = ["hybrid_memory_mcp", "langgraph.store.hybrid_memory", "llama_index.memory.hybrid_memory"]
+PLUGINS = [
+    "hybrid_memory_mcp",
+    "hybrid_memory_ui",
+    "langgraph.store.hybrid_memory",
+    "llama_index.memory.hybrid_memory",
+]
 
 
 def settings_hook() -> ModuleType:
@@ -119,3 +124,14 @@ def test_docstring_roles_read_as_code() -> None:
     assert roles.on_page_content(html) == (
         "<p>Over a <code>HybridMemory</code>, see <code>sync</code>:</p>"
     )
+
+
+def test_settings_sections_found_when_module_names_the_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Public classes may say they live in ``hybrid_memory`` (for tracebacks), where
+    # ``inspect.getsource`` cannot find them; the sections must still come out.
+    monkeypatch.setattr(HybridMemorySettings, "__module__", "hybrid_memory")
+    page = settings_hook().settings_markdown(HybridMemorySettings)
+    assert "### Where the memories live" in page and "### Search" in page
+    assert "*Per view:*" in page
