@@ -21,6 +21,7 @@ from hybrid_memory._errors import (
     StoreError,
 )
 from hybrid_memory._memory import HybridMemory
+from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats, TimeWindow
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AddResult",
+    "DeleteReport",
     "DuplicateIdError",
     "EmbeddingError",
     "EmbeddingMismatchError",
@@ -47,6 +50,7 @@ __all__ = [
     "StoreError",
     "StoreStats",
     "TimeWindow",
+    "WriteReport",
 ]
 
 

@@ -46,6 +46,7 @@ from hybrid_memory._inputs import (
     valid_text,
 )
 from hybrid_memory._namespaces import valid_namespace
+from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
 from hybrid_memory._parts import StoreParts
 from hybrid_memory._records import to_memory
 from hybrid_memory._search import Query
@@ -181,17 +182,19 @@ class HybridMemory:
         created_at: datetime | str | float | None = None,
         upsert: bool = False,
         allow_duplicates: bool = False,
-    ) -> str:
-        """Store one memory and return its id.
+    ) -> AddResult:
+        """Store one memory and return its id, an :class:`AddResult` (a ``str``) whose
+        ``outcome`` says what was done: ``"added"``, ``"duplicate"`` or ``"replaced"``.
 
         Without an ``id``, a memory whose exact text is already stored with the same
-        metadata is not stored again: its existing id is returned
+        metadata is not stored again: its existing id is returned as a ``"duplicate"``
         (``allow_duplicates=True`` stores a copy).
-        With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
+        With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``
+        (then ``"replaced"``).
         """
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
         memories = PendingMemories.of([new_memory(item, "", self.settings)])
-        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)[0]
+        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates).results[0]
 
     @_repairing
     def add_many(
@@ -200,8 +203,11 @@ class HybridMemory:
         *,
         upsert: bool = False,
         allow_duplicates: bool = False,
-    ) -> list[str]:
-        """Store many memories (embedded in batches); returns their ids in order.
+    ) -> WriteReport:
+        """Store many memories (embedded in batches); returns their ids in order, as a
+        :class:`WriteReport` (the list of ids) whose ``results`` say what was done with
+        each item and which gathers the ids ``added``, the ``duplicates`` of stored
+        memories and those ``replaced``.
 
         Each item is a text or a mapping with ``text`` and optionally ``id``,
         ``tags``, ``metadata``, ``created_at``. Everything is validated before
@@ -217,7 +223,9 @@ class HybridMemory:
         memories = PendingMemories.of_items(given, self.settings)
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
 
-    def _add(self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool) -> list[str]:
+    def _add(
+        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool
+    ) -> WriteReport:
         return self._parts.writer.add(
             memories,
             upsert=upsert,
@@ -236,7 +244,9 @@ class HybridMemory:
     ) -> Memory:
         """Change a memory's text, tags and/or metadata (each replaces the old value).
 
-        The memory is re-embedded only when its text changes. Returns the new memory.
+        The memory is re-embedded only when its text changes. Returns the new memory
+        (the update's outcome: it was updated); an id that does not exist raises
+        :class:`MemoryNotFoundError` and changes nothing.
         """
         memory_id = valid_id(id)
         if text is None and tags is None and metadata is None:
@@ -252,8 +262,10 @@ class HybridMemory:
     @_repairing
     def delete(
         self, ids: str | Sequence[str] | None = None, *, filter: Mapping[str, Any] | None = None
-    ) -> int:
-        """Delete memories by id (all must exist) or by a metadata filter; returns how many."""
+    ) -> DeleteReport:
+        """Delete memories by id (all must exist, else :class:`MemoryNotFoundError` and
+        nothing is deleted) or by a metadata filter; returns how many, as a
+        :class:`DeleteReport` (an ``int``) whose ``ids`` are the deleted memories' ids."""
         if (ids is None) == (filter is None):
             raise InvalidInputError("delete", "give exactly one of ids or filter")
         if ids is not None:

@@ -23,6 +23,14 @@ from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNot
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._inputs import PendingMemories
+from hybrid_memory._outcomes import (
+    ADDED,
+    DUPLICATE,
+    REPLACED,
+    AddResult,
+    DeleteReport,
+    WriteReport,
+)
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._records import (
     CREATED_KEY,
@@ -66,10 +74,13 @@ class Writer:
         upsert: bool,
         allow_duplicates: bool,
         sync_interval: float,
-    ) -> list[str]:
-        """Store ``memories``; their ids in order. Without an id, a memory whose exact text
-        is stored already is not stored again (unless ``allow_duplicates``): its id is
-        returned; one written by the same call counts too."""
+    ) -> WriteReport:
+        """Store ``memories``; their ids in order, each with what was done with it
+        (decided here, under the write lock, so two writers of one text cannot both be
+        told "added"). Without an id, a memory whose exact text is stored already is not
+        stored again (unless ``allow_duplicates``): its id is returned as a
+        ``"duplicate"``; one written by the same call counts too. With an id that
+        exists (``upsert``), the memory is ``"replaced"``; the rest are ``"added"``."""
         explicit = [i for i in memories.ids if i is not None]
         if not upsert:
             seen: set[str] = set()
@@ -90,25 +101,27 @@ class Writer:
             if existing and not upsert:
                 raise DuplicateIdError(next(i for i in explicit if i in existing))
             known = {} if allow_duplicates else self._index.ids_by_hash(hashes)
-            ids: list[str] = []
+            results: list[AddResult] = []
             to_write: dict[str, int] = {}  # id → position in ``memories``
             for position, (given, digest) in enumerate(
                 zip(memories.ids, memories.hashes, strict=True)
             ):
                 if given is not None:
-                    ids.append(given)
+                    # A repeat of an id in one upsert call replaces the earlier item.
+                    before = given in existing or given in to_write
+                    results.append(AddResult(given, REPLACED if before else ADDED))
                     to_write[given] = position
                 elif not allow_duplicates and digest in known:
-                    ids.append(known[digest])
+                    results.append(AddResult(known[digest], DUPLICATE))
                 else:
                     new_id = uuid.uuid4().hex
-                    ids.append(new_id)
+                    results.append(AddResult(new_id, ADDED))
                     to_write[new_id] = position
                     if not allow_duplicates:
                         known[digest] = new_id
             if to_write:
                 self._write(memories, to_write, existing)
-            return ids
+            return WriteReport(results)
 
     def _write(
         self,
@@ -229,7 +242,7 @@ class Writer:
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return row
 
-    def delete(self, ids: Sequence[str]) -> int:
+    def delete(self, ids: Sequence[str]) -> DeleteReport:
         """Delete the memories with these ids, which must all exist; how many."""
         with self._lock:
             present = self._collection.metadata_by_id(ids)
@@ -238,7 +251,7 @@ class Writer:
                 raise MemoryNotFoundError(missing[0])
             return self._delete(ids)
 
-    def delete_matching(self, node: Node) -> int:
+    def delete_matching(self, node: Node) -> DeleteReport:
         """Delete the memories passing the filter ``node``; how many. Chroma tests the part
         of the filter it can (see :func:`chroma_part`); the rest is checked on its records."""
         with self._lock:
@@ -254,16 +267,16 @@ class Writer:
                 ]
             return self._delete(ids)
 
-    def _delete(self, ids: Sequence[str]) -> int:
+    def _delete(self, ids: Sequence[str]) -> DeleteReport:
         if not ids:
-            return 0
+            return DeleteReport(())
         unique = list(dict.fromkeys(ids))
         with self._sync.writing():
             self._collection.delete(unique)
             self._recent.forget(unique)
             self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
         self._tags.invalidate()
-        return len(unique)
+        return DeleteReport(unique)
 
     def _note_tags(self, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
         """Keep the tag cache in step with a write of this process: tags taken off a
