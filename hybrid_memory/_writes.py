@@ -9,6 +9,7 @@ nothing acknowledged (the next check refills the index from the collection).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 import uuid
@@ -22,7 +23,7 @@ from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
 from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._inputs import PendingMemories
+from hybrid_memory._inputs import Change, PendingMemories
 from hybrid_memory._outcomes import (
     ADDED,
     DUPLICATE,
@@ -207,40 +208,54 @@ class Writer:
                 if written:
                     return
 
-    def update(
-        self,
-        memory_id: str,
-        text: str | None,
-        tags: tuple[str, ...] | None,
-        metadata: dict[str, Any] | None,
-    ) -> IndexRow:
-        """Replace what is given of a stored memory; re-embedded only if its text changed."""
+    def update(self, changes: Sequence[Change]) -> list[IndexRow]:
+        """Replace what each change gives of a stored memory (distinct ids, all stored,
+        else :class:`MemoryNotFoundError` and nothing changes); the new rows in order.
+        Only the memories whose text changed are re-embedded (in one call); the rest
+        keep their stored vectors. One read of the stored memories, then one write a
+        Chroma batch at a time, however many memories."""
         with self._lock:
-            old, stored_metadata, stored_vector = self._collection.stored(memory_id)
-            final_text = old.text if text is None else text
-            if text is not None and text != old.text:
-                vector = document_matrix(self._embedder, [final_text])
-                self._collection.check_dimension(vector)
-            else:
-                vector = np.asarray([stored_vector], dtype=np.float32)
-            metadata_after = old.metadata if metadata is None else metadata
-            row = IndexRow(
-                memory_id,
-                final_text,
-                old.tags if tags is None else tags,
-                metadata_after,
-                content_hash(final_text, metadata_after),
-                old.created_at or now_timestamp(),
-                max(now_timestamp(), old.updated_at),
-            )
-            with self._sync.writing():
-                self._collection.write(
-                    "upsert", [row], vector, [chroma_metadata(row, stored_metadata)]
+            stored = self._collection.stored_many([c.id for c in changes])
+            retext = [c for c in changes if c.text is not None and c.text != stored[c.id][0].text]
+            new_vectors: dict[str, np.ndarray] = {}
+            if retext:
+                matrix = document_matrix(self._embedder, [c.text or "" for c in retext])
+                self._collection.check_dimension(matrix)
+                new_vectors = {c.id: matrix[i] for i, c in enumerate(retext)}
+            rows: list[IndexRow] = []
+            metadatas: list[dict[str, Any]] = []
+            removed_tags: list[str] = []
+            now = now_timestamp()
+            for c in changes:
+                old, stored_metadata, _ = stored[c.id]
+                text = old.text if c.text is None else c.text
+                metadata = old.metadata if c.metadata is None else c.metadata
+                row = IndexRow(
+                    c.id,
+                    text,
+                    old.tags if c.tags is None else c.tags,
+                    metadata,
+                    content_hash(text, metadata),
+                    old.created_at or now,
+                    max(now, old.updated_at),
                 )
-                self._sync.rebuilding_on_damage(lambda: self._index.upsert([row], vector))
-            self._recent.add([row.id], vector)
-            self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
-            return row
+                rows.append(row)
+                metadatas.append(chroma_metadata(row, stored_metadata))
+                removed_tags.extend(t for t in old.tags if t not in row.tags)
+            vectors = np.asarray(
+                [new_vectors.get(c.id, stored[c.id][2]) for c in changes], dtype=np.float32
+            )
+            step = self._collection.max_batch()
+            for start in range(0, len(rows), step):
+                part, block = rows[start : start + step], vectors[start : start + step]
+                with self._sync.writing():
+                    self._collection.write("upsert", part, block, metadatas[start : start + step])
+                    self._sync.rebuilding_on_damage(
+                        functools.partial(self._index.upsert, part, block)
+                    )
+                self._recent.add([row.id for row in part], block)
+            self._note_tags([row.tags for row in rows], removed_tags)
+            return rows
 
     def delete(self, ids: Sequence[str]) -> DeleteReport:
         """Delete the memories with these ids, which must all exist; how many."""
