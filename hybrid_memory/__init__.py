@@ -54,6 +54,15 @@ __all__ = [
 ]
 
 
+# Public names show as ``hybrid_memory.X`` (in tracebacks, reprs, ``help()``, pickles),
+# not as the private module that defines them, as httpx does. Not HybridRetriever: it is
+# loaded lazily, and LangChain serialises a retriever under its module path.
+for _name in __all__:
+    if _name != "HybridRetriever":
+        globals()[_name].__module__ = __name__
+del _name
+
+
 def __getattr__(name: str) -> Any:
     # The retriever imports LangChain and LlamaIndex (seconds); load it only when asked for.
     if name == "HybridRetriever":
