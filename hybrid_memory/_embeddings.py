@@ -179,17 +179,22 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
             location = self.model_name
             if self.model_name == DEFAULT_EMBEDDING_MODEL:
                 # The files the onnxruntime backend uses are a complete model folder.
-                from hybrid_memory._minilm_files import find_model_files
+                from hybrid_memory._minilm_files import find_model_files, verify
 
                 try:
-                    found = find_model_files(self.model_files, download=False).directory
+                    files = find_model_files(self.model_files, download=False)
                 except EmbeddingError:
-                    found = None
+                    files = None
                 # A complete model folder (a snapshot, a carrier); sentence-transformers
                 # needs more than the two files the onnxruntime backend reads.
-                complete = found is not None and (found / "modules.json").is_file()
+                complete = files is not None and (files.directory / "modules.json").is_file()
+                if files is not None and complete:
+                    # The weights and tokenizer it loads are held to the pinned digests,
+                    # as for the onnxruntime backend: a carrier package is pinned by
+                    # version only, so its bytes are checked, not trusted.
+                    verify(files)
                 # Else by name: may download, fine online, explained below if not.
-                location = str(found) if complete else self.name
+                location = str(files.directory) if files is not None and complete else self.name
             try:
                 with _quiet_loading():
                     self._model = SentenceTransformer(location, device="cpu")

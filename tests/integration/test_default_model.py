@@ -270,3 +270,27 @@ def test_stores_open_across_backends(tmp_path: Path) -> None:
         hits = new.search("when is the money meeting?", k=1, alpha=1.0)
         assert hits[0].text.startswith("The quarterly budget review")
         assert hits[0].score > 0
+
+
+def test_the_sentence_transformers_backend_checks_the_files_it_loads(tmp_path: Path) -> None:
+    """A model folder (a carrier package, a snapshot) is used by either backend only if
+    its weights and tokenizer are the model's own, by their pinned sha256."""
+    _needs_sentence_transformers()
+    real = find_model_files(download=False).directory
+    folder = tmp_path / "tampered"
+    folder.mkdir()
+    for item in real.iterdir():
+        if item.name != "model.safetensors":
+            (folder / item.name).symlink_to(item)
+    (folder / "model.safetensors").write_bytes(b"not the model's weights")
+    store = HybridMemory(
+        embedding_backend="sentence-transformers", embedding_model_files=str(folder)
+    )
+    try:
+        with pytest.raises(EmbeddingError) as caught:
+            store.add("anything")
+    finally:
+        store.close()
+    message = str(caught.value)
+    assert "model.safetensors is not the all-MiniLM-L6-v2 file" in message
+    assert "sha256 differs" in message
