@@ -25,7 +25,19 @@ OFFLINE_EXTRA = "offline-model"
 STRANGER = "hybrid-memory"
 COMMANDS = "hybrid_memory.commands"
 #: The subcommands of ``hybrid-memory`` each plugin distribution must register.
-PLUGIN_COMMANDS = {"hybrid-memory-eval": {"eval", "peers"}, "hybrid-memory-mcp": {"mcp"}}
+PLUGIN_COMMANDS = {
+    "hybrid-memory-eval": {"eval", "peers"},
+    "hybrid-memory-mcp": {"mcp"},
+    "hybrid-memory-ui": {"ui"},
+}
+#: Files a wheel must ship besides its modules (the page's vendored script and licence).
+SHIPPED = {
+    "hybrid-memory-ui": {
+        "hybrid_memory_ui/static/htmx-2.0.11.min.js",
+        "hybrid_memory_ui/static/htmx-2.0.11.LICENSE",
+        "hybrid_memory_ui/templates/base.html",
+    }
+}
 
 
 def normalise(name: str) -> str:
@@ -63,6 +75,8 @@ def main(dist: Path) -> list[str]:
         seen.add(normalise(name))
         for command in PLUGIN_COMMANDS.get(normalise(name), set()) - commands:
             problems.append(f"{name} does not register the {command!r} command ({COMMANDS})")
+        for missing in sorted(SHIPPED.get(normalise(name), set()) - set(files)):
+            problems.append(f"{wheel.name} does not ship {missing}")
         for line in requires:
             if requirement_name(line) == STRANGER:
                 problems.append(f"{name} requires {line!r}: the index's unrelated project")

@@ -23,6 +23,7 @@ from hybrid_memory._errors import (
 from hybrid_memory._memory import HybridMemory
 from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._transfer import ImportReport, export_lines, export_memories, import_memories
 from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats, TimeWindow
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ __all__ = [
     "HybridMemoryError",
     "HybridMemorySettings",
     "HybridRetriever",
+    "ImportReport",
     "IndexFileError",
     "InvalidInputError",
     "Memory",
@@ -51,6 +53,9 @@ __all__ = [
     "StoreStats",
     "TimeWindow",
     "WriteReport",
+    "export_lines",
+    "export_memories",
+    "import_memories",
 ]
 
 

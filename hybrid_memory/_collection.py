@@ -289,6 +289,27 @@ class ChromaCollection:
                 f"but collection {self.name!r} holds {self.dimension}-dimensional ones"
             )
 
+    def label(self, labels: Mapping[str, Any]) -> None:
+        """Record ``labels`` in the collection's metadata, unless they are there already."""
+        meta = dict(self._collection.metadata or {})
+        if any(meta.get(key) != value for key, value in labels.items()):
+            self.call("modify", metadata={**meta, **labels})
+
+    def client_collections(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """Every collection of this store's Chroma client (database): name and metadata."""
+        list_collections = getattr(self.client, "list_collections", None)
+        if list_collections is None:
+            raise StoreError(
+                "the namespaces cannot be listed from this process: another process owns "
+                "the store's path and does not list collections for others; run this while "
+                "no other process (an MCP server, an agent) holds the path"
+            )
+        try:
+            found = list_collections()
+        except Exception as exc:
+            raise StoreError(f"Chroma list_collections failed: {exc}") from exc
+        return [(str(c.name), c.metadata or {}) for c in found]
+
     def drop(self) -> None:
         """Delete the collection (a private in-memory store's, on close)."""
         with contextlib.suppress(Exception):  # it dies with the process anyway

@@ -310,22 +310,26 @@ class HybridMemory:
         *,
         limit: int | None = None,
         offset: int = 0,
+        newest_first: bool = False,
     ) -> list[Memory]:
         """The memories passing ``filter`` (all without one), oldest first: by
-        ``created_at``, then by id. ``offset`` skips that many, ``limit`` (None: no
-        limit) caps the answer: together they page through a listing with no query.
+        ``created_at``, then by id (``newest_first=True``: the reverse order). ``offset``
+        skips that many, ``limit`` (None: no limit) caps the answer: together they page
+        through a listing with no query.
 
         The filter is applied before the paging, in the keyword index, like
         :meth:`count` with a filter (the index is checked against the collection
         every ``sync_interval``; call :meth:`sync` to see another process's write
         at once)."""
         valid_page(limit, offset)
+        if not isinstance(newest_first, bool):
+            raise InvalidInputError("newest_first", f"expected True or False, got {newest_first!r}")
         node = self._parse_filter(filter)  # the same checks as count, search and delete
         if limit == 0:
             return []
         self._parts.sync.wait_warm()
         self._maybe_sync()
-        ids = self._parts.index.page(node, limit, offset)
+        ids = self._parts.index.page(node, limit, offset, newest_first=newest_first)
         return self._parts.searcher.memories(ids, len(ids))
 
     @repairing
@@ -400,6 +404,11 @@ class HybridMemory:
         view._owner = False
         view._closed = False
         return view
+
+    def namespaces(self) -> list[str]:
+        """The names of the namespaces directly under this store (or view) that hold a
+        collection, sorted: those :meth:`namespace` opened here or in any other process."""
+        return self._parts.namespace_names()
 
     def with_settings(self, **overrides: Any) -> HybridMemory:
         """A view of this store with other search settings (k, alpha, tag_weight,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,11 @@ _SLUG_LENGTH = 40
 _PARENT_LENGTH = 100
 # 128 bits of SHA-256: a collision between two namespace names is not a practical event.
 _DIGEST_LENGTH = 32
+# Collection metadata of a namespace's collection: its exact name and its parent's
+# collection, so that the namespaces of a store can be listed (a collection's own name
+# keeps only a slug of the namespace's).
+NAMESPACE_META = "hm:namespace"
+PARENT_META = "hm:parent"
 
 
 def valid_namespace(name: Any) -> str:
@@ -60,3 +66,31 @@ def namespace_index_path(parent_index_path: str, parent_collection: str, name: s
     parent = Path(parent_index_path)
     digest = namespace_digest(parent_collection, name)
     return str(parent.with_name(f"{parent.stem}.ns-{digest}{parent.suffix}"))
+
+
+def namespace_labels(parent_collection: str, name: str) -> dict[str, str]:
+    """The metadata recorded with namespace ``name``'s collection."""
+    return {NAMESPACE_META: name, PARENT_META: parent_collection}
+
+
+def child_namespace(
+    parent_collection: str, collection: str, metadata: Mapping[str, Any] | None
+) -> str | None:
+    """The name of the namespace directly under the store on ``parent_collection`` whose
+    collection is ``collection`` (with this collection ``metadata``); None when it is
+    not one. A collection made before namespaces were labelled (no
+    :data:`NAMESPACE_META`) is recognised when the namespace's name is its own slug
+    (letters, digits, ``-`` and ``_``), which covers most names; it is labelled the
+    next time it is opened."""
+    meta = metadata or {}
+    name = meta.get(NAMESPACE_META)
+    if meta.get(PARENT_META) == parent_collection and isinstance(name, str) and name:
+        return name if namespace_collection(parent_collection, name) == collection else None
+    parts = collection.rsplit(".", 2)
+    if (
+        len(parts) == 3
+        and parts[1]
+        and namespace_collection(parent_collection, parts[1]) == collection
+    ):
+        return parts[1]
+    return None

@@ -15,7 +15,12 @@ from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
 from hybrid_memory._errors import StoreError
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.location import index_path, server_identity
-from hybrid_memory._namespaces import namespace_collection, namespace_index_path
+from hybrid_memory._namespaces import (
+    child_namespace,
+    namespace_collection,
+    namespace_index_path,
+    namespace_labels,
+)
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._search import Searcher
 from hybrid_memory._settings import HybridMemorySettings, load_settings
@@ -111,9 +116,24 @@ class StoreParts:
             private=self.private,
         )
         parts.given_client = self.given_client
+        try:
+            parts.collection.label(namespace_labels(self.collection.name, name))
+        except BaseException:
+            parts.close()
+            raise
         # As a store on open: compare ids too (see HybridMemory.__init__).
         parts.sync.rebuilding_on_damage(lambda: parts.sync.sync(reconcile=True))
         return parts
+
+    def namespace_names(self) -> list[str]:
+        """The names of the namespaces directly under this store that have a collection,
+        sorted."""
+        parent = self.collection.name
+        found = (
+            child_namespace(parent, name, metadata)
+            for name, metadata in self.collection.client_collections()
+        )
+        return sorted({name for name in found if name is not None})
 
     def close(self) -> None:
         with self._namespaces_lock:

@@ -208,6 +208,31 @@ class Writer:
                 if written:
                     return
 
+    def restore(self, rows: Sequence[IndexRow], vectors: np.ndarray | None) -> set[str]:
+        """Write memories exactly as given (an import): their ids, texts, tags, metadata
+        and both times, and their ``vectors`` (one row each) when given, else the texts
+        embedded by this store's model. ``rows``: one Chroma batch at most
+        (:meth:`ChromaCollection.max_batch`), distinct ids, validated already. A memory
+        with an id that exists is replaced. Returns the ids that existed before."""
+        if vectors is None:
+            vectors = document_matrix(self._embedder, [row.text for row in rows])
+        self._collection.check_dimension(vectors)
+        ids = [row.id for row in rows]
+        with self._lock:
+            existing = self._collection.metadata_by_id(ids)
+            metadatas = [chroma_metadata(row, existing.get(row.id)) for row in rows]
+            removed_tags = [
+                tag
+                for row in rows
+                for tag in stored_tags(existing.get(row.id, {}).get(TAGS_KEY))
+                if tag not in row.tags
+            ]
+            with self._sync.writing():
+                self._write_batch("upsert", list(rows), vectors, metadatas)
+                self._note_tags([row.tags for row in rows], removed_tags)
+            self._recent.add(ids, vectors)
+        return set(existing)
+
     def update(self, changes: Sequence[Change]) -> list[IndexRow]:
         """Replace what each change gives of a stored memory (distinct ids, all stored,
         else :class:`MemoryNotFoundError` and nothing changes); the new rows in order.

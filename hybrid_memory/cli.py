@@ -1,8 +1,18 @@
-"""The ``hybrid-memory`` command line: every subcommand comes from a plugin.
+"""The ``hybrid-memory`` command line: the store commands, and a subcommand per plugin.
 
+    hybrid-memory add "Alice prefers dark mode" --tag alice --path ./memory
+    hybrid-memory search "what theme does alice like?" --path ./memory
+    hybrid-memory list | get | delete | tags | stats | export | import ...
     hybrid-memory mcp ...      # the MCP server (hybrid-memory-mcp)
+    hybrid-memory ui ...       # the memory browser (hybrid-memory-ui)
     hybrid-memory eval ...     # the evaluation harness (hybrid-memory-eval)
     hybrid-memory peers ...    # its foreign peers' venvs (hybrid-memory-eval)
+
+The store commands live in :mod:`hybrid_memory._commands` (docs/cli.md): each takes
+``--path`` / ``--url`` / ``--namespace`` (defaults from ``HYBRID_MEMORY_PATH`` /
+``HYBRID_MEMORY_URL``), prints a table (``--json`` for scripts), and exits 0 when done,
+1 when what was asked for is not there, 2 on a usage error or invalid input, 3 when the
+store or the model failed, with a one-line message.
 
 Each entry point in the group ``hybrid_memory.commands`` names a
 ``callable(argv: list[str]) -> int`` that receives the arguments after its name
@@ -21,6 +31,8 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 
+from hybrid_memory import _commands
+
 __all__ = ["build_parser", "main", "plugin_commands"]
 
 #: The entry-point group plugins register their subcommands in.
@@ -33,6 +45,10 @@ KNOWN_PLUGINS = {
     "mcp": (
         "the MCP memory server",
         "pip install hybrid-memory-mcp  (from a checkout: pip install -e integrations/mcp)",
+    ),
+    "ui": (
+        "the memory browser (web page)",
+        "pip install hybrid-memory-ui  (from a checkout: pip install -e integrations/ui)",
     ),
     "eval": ("the evaluation harness (retrieval quality on a dataset folder)", _EVAL_INSTALL),
     "peers": ("the evaluation's foreign peers (their venvs: build, list)", _EVAL_INSTALL),
@@ -53,8 +69,9 @@ def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
         prog="hybrid-memory", description="Hybrid (vector + BM25 + tag) memory for agents."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _commands.register(commands)
     # Listed for --help only: main() hands a plugin command's arguments to the plugin.
-    for name in sorted({*plugins, *KNOWN_PLUGINS}):
+    for name in sorted({*plugins, *KNOWN_PLUGINS} - set(_commands.COMMANDS)):
         purpose = KNOWN_PLUGINS.get(name, ("a plugin command", ""))[0]
         note = "" if name in plugins else f" (not installed: {KNOWN_PLUGINS[name][1]})"
         commands.add_parser(name, help=f"{purpose}{note}", add_help=False)
@@ -88,12 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hybrid-memory`` console script; returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     plugins = plugin_commands()
-    if arguments and (arguments[0] in plugins or arguments[0] in KNOWN_PLUGINS):
+    builtin = bool(arguments) and arguments[0] in _commands.COMMANDS
+    if not builtin and arguments and (arguments[0] in plugins or arguments[0] in KNOWN_PLUGINS):
         name = arguments[0]
         return _run_plugin(name, plugins.get(name), arguments[1:])
-    # No plugin command: argparse prints the usage (or --help) and exits.
-    build_parser(list(plugins)).parse_args(arguments)
-    return 2  # pragma: no cover - argparse exits on every input that reaches here
+    # A store command runs; anything else: argparse prints the usage (or --help), exits 2.
+    args = build_parser(list(plugins)).parse_args(arguments)
+    return _commands.run(args)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
             created_at REAL NOT NULL, updated_at REAL NOT NULL);
         CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
         CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+        CREATE INDEX IF NOT EXISTS memories_created ON memories(created_at, id);
         CREATE TABLE IF NOT EXISTS memory_tags (
             tag TEXT NOT NULL, rowid INTEGER NOT NULL, created_at REAL NOT NULL,
             PRIMARY KEY (tag, rowid)) WITHOUT ROWID;

@@ -363,12 +363,15 @@ class KeywordIndex:
         with self._lock:
             return self.reads.all_tags()
 
-    def page(self, where: Node | None, limit: int | None, offset: int) -> list[str]:
+    def page(
+        self, where: Node | None, limit: int | None, offset: int, *, newest_first: bool = False
+    ) -> list[str]:
         """The ids of the memories passing ``where``, oldest first (``created_at``, then
-        ``id``), ``offset`` skipped and at most ``limit`` (None: all)."""
+        ``id``; newest first with ``newest_first``), ``offset`` skipped and at most
+        ``limit`` (None: all)."""
         with self._lock:
             self._see_other_writers()
-            return self.reads.page(where, limit, offset)
+            return self.reads.page(where, limit, offset, newest_first=newest_first)
 
     def within(self, where: Node | None, cap: int) -> tuple[IntArray, list[str]] | None:
         """The row ids and ids of the memories passing ``where``, when there are at most

@@ -13,7 +13,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybrid_memory._filters import RESERVED_FIELDS, TAGS_FIELD, Node, fields_of, matches, to_sql
+from hybrid_memory._filters import (
+    RESERVED_FIELDS,
+    TAGS_FIELD,
+    Condition,
+    Node,
+    fields_of,
+    matches,
+    to_sql,
+)
 from hybrid_memory._index.postings import IntArray, Postings
 from hybrid_memory._index.writes import IndexRow
 
@@ -155,7 +163,13 @@ class IndexReads:
         known = self._counts.get(key)
         if known is not None:
             return known
-        query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
+        if isinstance(where, Condition) and where.field == TAGS_FIELD and where.op == "$contains":
+            # One tag: its rows in memory_tags (one per memory, deleted with it) are the
+            # count, read off the (tag, rowid) key; the general form looks every one of
+            # them up in ``memories`` (0.7 ms against ~40 ms for a tag on 5,000 memories).
+            query, params = "SELECT COUNT(*) FROM memory_tags WHERE tag = ?", [where.value]
+        else:
+            query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
         total = int(self._conn.execute(query, params).fetchone()[0])
         if len(self._counts) >= _KEPT_COUNTS:
             self._counts.clear()
@@ -233,15 +247,20 @@ class IndexReads:
             )
         ]
 
-    def page(self, where: Node | None, limit: int | None, offset: int) -> list[str]:
+    def page(
+        self, where: Node | None, limit: int | None, offset: int, *, newest_first: bool = False
+    ) -> list[str]:
         """The ids of the memories passing ``where``, oldest first (``created_at``, then
-        ``id``, so that the order is the same in every process), ``offset`` skipped and at
-        most ``limit`` (None: all)."""
+        ``id``, so that the order is the same in every process; the reverse with
+        ``newest_first``), ``offset`` skipped and at most ``limit`` (None: all). The
+        index ``memories_created`` on ``(created_at, id)`` gives either order without a
+        sort: a page near either end reads its rows and the ones skipped, no more."""
         sql, params = to_sql(where)
+        order = "DESC" if newest_first else "ASC"
         query = (
             "SELECT m.id FROM memories m"
             + (f" WHERE {sql}" if sql else "")
-            + " ORDER BY m.created_at, m.id LIMIT ? OFFSET ?"
+            + f" ORDER BY m.created_at {order}, m.id {order} LIMIT ? OFFSET ?"
         )
         rows = self._conn.execute(query, [*params, -1 if limit is None else limit, offset])
         return [r[0] for r in rows.fetchall()]

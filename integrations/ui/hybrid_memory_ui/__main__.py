@@ -1,0 +1,3 @@
+from hybrid_memory_ui.cli import main
+
+raise SystemExit(main())
