@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import random
+import socket
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -58,12 +61,12 @@ class ChromaCollection:
         # An embedded path is shared with the other processes on it through its owner
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
-        self._ownership = acquire(path) if path else None
+        self._ownership = acquire(path, settings.request_timeout) if path else None
         self._own_writes = 0  # writes this object made on the path (see others_writes)
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
-            self.client = self._ownership.client
+            self.client = self._ownership.client(settings.request_timeout)
         else:
             self.client = client if client is not None else _make_client(settings, attempts=5)
         try:
@@ -84,9 +87,16 @@ class ChromaCollection:
             self._ownership.note_write()
         try:
             return getattr(self._collection, operation)(**kwargs)
-        except InvalidInputError:
+        except (InvalidInputError, StoreError):
             raise
         except Exception as exc:
+            if self._settings.url and _is_timeout(exc):
+                raise StoreError(
+                    f"Chroma {operation} failed: the Chroma server at {self._settings.url} did "
+                    f"not answer within {self._settings.request_timeout:g} s (request_timeout, "
+                    "HYBRID_MEMORY_REQUEST_TIMEOUT); the next call asks again. A write that "
+                    "timed out may still be applied by the server."
+                ) from exc
             raise StoreError(f"Chroma {operation} failed: {exc}") from exc
 
     def count(self) -> int:
@@ -399,15 +409,65 @@ def _new_client(settings: HybridMemorySettings) -> Any:
                 f"expected http(s)://host[:port], got {settings.url!r}",
             )
         port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+        _check_answers(settings.url, settings.request_timeout)
         try:
-            return chromadb.HttpClient(
+            client = chromadb.HttpClient(
                 host=parsed.hostname,
                 port=port,
                 ssl=parsed.scheme == "https",
             )
+            _set_timeout(client, settings.request_timeout)
+            return client
         except Exception as exc:
             raise StoreError(
                 f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
                 f"({_SERVER_HINT})"
             ) from exc
     return chromadb.EphemeralClient()
+
+
+def _check_answers(url: str, timeout: float) -> None:
+    """Raise StoreError unless the server at ``url`` answers a heartbeat within
+    ``timeout`` seconds: Chroma's client asks the server while it is made, with no
+    deadline of its own, so a server that accepts connections and never answers would
+    hang the opening of a store."""
+    heartbeat = url.rstrip("/") + "/api/v2/heartbeat"
+    try:
+        with urllib.request.urlopen(heartbeat, timeout=timeout) as answer:
+            answer.read(1024)
+    except urllib.error.HTTPError:
+        return  # it answered (an older server, a proxy's page): Chroma's client will tell
+    except TimeoutError as exc:
+        raise StoreError(
+            f"the Chroma server at {url} accepted the connection but did not answer within "
+            f"{timeout:g} s (request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT); is it stopped "
+            f"or overloaded? ({_SERVER_HINT})"
+        ) from exc
+    except (OSError, urllib.error.URLError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            raise StoreError(
+                f"the Chroma server at {url} did not answer within {timeout:g} s "
+                f"(request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT) ({_SERVER_HINT})"
+            ) from exc
+        raise StoreError(
+            f"could not reach the Chroma server at {url}: {reason}. Is it running? ({_SERVER_HINT})"
+        ) from exc
+
+
+def _set_timeout(client: Any, timeout: float) -> None:
+    """Give every request of a Chroma HTTP client a deadline: chromadb makes its httpx
+    session with ``timeout=None`` and has no setting for it."""
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is not None:
+        session.timeout = timeout
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether a Chroma HTTP call failed for want of an answer in time (httpx's
+    ReadTimeout, WriteTimeout, ConnectTimeout, PoolTimeout; or a plain TimeoutError)."""
+    while exc is not None:
+        if isinstance(exc, TimeoutError) or type(exc).__name__.endswith("Timeout"):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False

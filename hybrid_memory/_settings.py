@@ -51,6 +51,17 @@ class HybridMemorySettings(BaseSettings):
         description="Chroma collection name: 3-512 characters of [a-zA-Z0-9._-].",
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$",
     )
+    request_timeout: float = Field(
+        30.0,
+        gt=0.0,
+        le=3600.0,
+        description="Seconds a request may wait for its answer: from the Chroma server (url), "
+        "or, on an embedded path shared by several processes, from the process that owns the "
+        "path. One that does not answer in time (stopped, stuck, a server that accepts "
+        "connections and never answers) fails the call with StoreError naming it; the next "
+        "call asks again. A write that timed out may still be applied once the other side "
+        "resumes. Not applied to a client you pass yourself (client=).",
+    )
     index_path: str | None = Field(
         None,
         description="SQLite file of the derived keyword index. Default: inside `path`; for "
