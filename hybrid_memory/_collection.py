@@ -22,8 +22,10 @@ from hybrid_memory._errors import (
     MemoryNotFoundError,
     StoreError,
 )
+from hybrid_memory._index.file import why_no_room
 from hybrid_memory._ownership import WRITE_OPERATIONS, acquire
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
+from hybrid_memory._room import check_room
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._write_marker import WriteMarker
 
@@ -61,7 +63,9 @@ class ChromaCollection:
         # An embedded path is shared with the other processes on it through its owner
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
-        self._ownership = acquire(path, settings.request_timeout) if path else None
+        self._ownership = (
+            acquire(path, settings.request_timeout, settings.write_reserve) if path else None
+        )
         self._own_writes = 0  # writes this object made on the path (see others_writes)
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
@@ -82,6 +86,8 @@ class ChromaCollection:
 
     def call(self, operation: str, **kwargs: Any) -> Any:
         """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
+        if operation in WRITE_OPERATIONS and self._ownership is not None and self._settings.path:
+            check_room(self._settings.path, self._settings.write_reserve)
         if operation in WRITE_OPERATIONS and self._ownership is not None:
             self._own_writes += 1  # before the path's count: never seen as another's
             self._ownership.note_write()
@@ -97,10 +103,20 @@ class ChromaCollection:
                     "HYBRID_MEMORY_REQUEST_TIMEOUT); the next call asks again. A write that "
                     "timed out may still be applied by the server."
                 ) from exc
-            raise StoreError(f"Chroma {operation} failed: {exc}") from exc
+            raise StoreError(f"Chroma {operation} failed: {exc}{self._no_room(operation)}") from exc
 
     def count(self) -> int:
         return int(self.call("count"))
+
+    def _no_room(self, operation: str) -> str:
+        """Why a write of an embedded store may have failed for want of room on disk
+        (the disk nearly full, a file size limit), to name in its error; "" when
+        neither holds, or for a read."""
+        path = self._settings.path
+        if not path or operation not in WRITE_OPERATIONS:
+            return ""
+        reason = why_no_room(path)
+        return f" (in {path}: {reason})" if reason else ""
 
     # --- reading records ------------------------------------------------------------------
 
@@ -255,14 +271,37 @@ class ChromaCollection:
         metadatas: list[dict[str, Any]],
     ) -> None:
         """``add`` or ``upsert`` these rows (text as the document) with their vectors and
-        their metadata as Chroma stores it: one write, of at most :meth:`max_batch` rows."""
-        self.call(
-            operation,
-            ids=[r.id for r in rows],
-            embeddings=vectors,
-            documents=[r.text for r in rows],
-            metadatas=metadatas,
-        )
+        their metadata as Chroma stores it: one write, of at most :meth:`max_batch` rows.
+
+        An ``add`` (of ids the store generated) either returns with every record stored or
+        raises with none stored: Chroma can fail an add after its log took the records
+        (embedded Chroma on a full disk: "Error in compaction", the records applied at the
+        next open), so a failed add whose records are all found is reported as done, and
+        one whose records are not all found is taken back with a delete of its ids before
+        the error is raised."""
+        ids = [r.id for r in rows]
+        try:
+            self.call(
+                operation,
+                ids=ids,
+                embeddings=vectors,
+                documents=[r.text for r in rows],
+                metadatas=metadatas,
+            )
+        except StoreError as failure:
+            if operation != "add":
+                raise
+            with contextlib.suppress(StoreError):
+                if len(self.existing(ids)) == len(ids):
+                    return  # stored after all: the add stands
+            try:
+                self.call("delete", ids=ids)
+            except StoreError as undo:
+                raise StoreError(
+                    f"{failure}; taking the add back failed too ({undo}), so its "
+                    f"{len(ids)} memories may appear once Chroma recovers"
+                ) from failure
+            raise
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the records with these ids (distinct), a page at a time."""

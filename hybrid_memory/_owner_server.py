@@ -43,12 +43,15 @@ class _Dispatcher:
     makes are served. Collections are looked up once by name (a lookup is a query of
     Chroma's own catalogue), again after a collection was deleted."""
 
-    def __init__(self, chroma: Any) -> None:
+    def __init__(self, chroma: Any, before_write: Callable[[], None] = lambda: None) -> None:
         self.chroma = chroma
+        self._before_write = before_write  # raises when a write must be refused (_room)
         self._collections: dict[str, Any] = {}
 
     def __call__(self, target: str | None, operation: str, kwargs: dict[str, Any]) -> Any:
         chroma = self.chroma
+        if operation in WRITE_OPERATIONS:
+            self._before_write()
         if target is None:
             if operation not in _CLIENT_OPERATIONS:
                 raise RemoteChromaError(f"operation {operation!r} is not served")

@@ -74,6 +74,7 @@ from hybrid_memory._owner_server import (
     _Server,
 )
 from hybrid_memory._path_lock import PathLock
+from hybrid_memory._room import check_room
 
 __all__ = [
     "ADDRESS_FILE",
@@ -100,11 +101,17 @@ _registry: dict[str, PathOwnership] = {}
 _registry_lock = threading.Lock()
 
 
-def acquire(path: str, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> PathOwnership:
+def acquire(
+    path: str,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    write_reserve: int = 0,
+) -> PathOwnership:
     """This process's handle on an embedded store path (one per path per process: an OS
     file lock is per open file, so two stores of one process on one path must share
     it), counted: :meth:`PathOwnership.release` once per acquire. ``request_timeout``
-    bounds each wait for the owner while electing (the owner's handshake)."""
+    bounds each wait for the owner while electing (the owner's handshake);
+    ``write_reserve`` is the room the owner keeps on disk when it writes for others
+    (:mod:`hybrid_memory._room`)."""
     key = str(Path(path).resolve())
     with _registry_lock:
         ownership = _registry.get(key)
@@ -113,6 +120,7 @@ def acquire(path: str, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> Path
             _registry[key] = ownership
         ownership.users += 1
         ownership.request_timeout = request_timeout
+        ownership.write_reserve = write_reserve
     try:
         ownership.start()
     except BaseException:
@@ -162,6 +170,7 @@ class PathOwnership:
         self._writes_begun = 0  # see note_write
         self._lock = PathLock(Path(path) / LOCK_FILE)
         self.request_timeout = DEFAULT_REQUEST_TIMEOUT  # the handshake's deadline
+        self.write_reserve = 0  # bytes kept free when writing (see _room)
         self._election = threading.Lock()
         self._started = False
         # As the owner:
@@ -329,7 +338,9 @@ class PathOwnership:
         """Open embedded Chroma and serve it; the lock is held."""
         try:
             self._chroma = _open_embedded(self._chroma_path)
-            self._dispatch = _Dispatcher(self._chroma)
+            self._dispatch = _Dispatcher(
+                self._chroma, lambda: check_room(self.path, self.write_reserve)
+            )
             self._server = _Server(self.path, self._dispatch, self.note_write)
         except BaseException:
             if self._chroma is not None:

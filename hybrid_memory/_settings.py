@@ -62,6 +62,16 @@ class HybridMemorySettings(BaseSettings):
         "call asks again. A write that timed out may still be applied once the other side "
         "resumes. Not applied to a client you pass yourself (client=).",
     )
+    write_reserve: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Bytes of free space an embedded store keeps in reserve: a write is "
+        "refused with StoreError (nothing of it stored) while the store's disk has less free "
+        "space than this, or its files are within this of the process's file size limit "
+        "(RLIMIT_FSIZE). Embedded Chroma hangs once its files cannot grow, so writes stop "
+        "short of that; reads go on, and writes resume once space returns. 0 disables the "
+        "check. Not applied to a server store (its disk is the server's).",
+    )
     index_path: str | None = Field(
         None,
         description="SQLite file of the derived keyword index. Default: inside `path`; for "

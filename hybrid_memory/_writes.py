@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
+from hybrid_memory._index.file import is_full
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._inputs import PendingMemories
 from hybrid_memory._recent import RecentVectors
@@ -186,6 +188,9 @@ class Writer:
                     written = True
                 return
             except sqlite3.DatabaseError as exc:
+                if written and is_full(exc):  # the collection took it: the write stands
+                    self._sync.index_lags([row.id for row in rows], exc)
+                    return
                 if attempt == 2:
                     raise
                 # Rebuilt from the collection, which holds the batch if it took it;
@@ -224,7 +229,8 @@ class Writer:
                 self._collection.write(
                     "upsert", [row], vector, [chroma_metadata(row, stored_metadata)]
                 )
-                self._sync.rebuilding_on_damage(lambda: self._index.upsert([row], vector))
+                index_write = partial(self._index.upsert, [row], vector)
+                self._sync.after_collection_write([row.id], index_write)
             self._recent.add([row.id], vector)
             self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
             return row
@@ -261,7 +267,7 @@ class Writer:
         with self._sync.writing():
             self._collection.delete(unique)
             self._recent.forget(unique)
-            self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
+            self._sync.after_collection_write(unique, lambda: self._index.delete(unique))
         self._tags.invalidate()
         return len(unique)
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from hybrid_memory._filters import Node
 from hybrid_memory._index.bm25 import KeywordSearch
-from hybrid_memory._index.file import IndexFile
+from hybrid_memory._index.file import IndexFile, rollback
 from hybrid_memory._index.postings import IntArray
 from hybrid_memory._index.reads import IndexReads, Key, MemoryIds, rowids_of
 from hybrid_memory._index.tags import TagIndex, TagMatch
@@ -64,6 +64,11 @@ class KeywordIndex:
         self.file = IndexFile(path, tokenizer)
         self._lock = self.file.lock
         self._view = _View()
+        # Ids whose rows here are known to be out of date: the collection took a write of
+        # theirs whose index half found no room on disk (IndexSync.index_lags). Their
+        # rows are not read from here (nor their content hashes) until a reconcile
+        # rewrote them: the collection answers for them meanwhile.
+        self.lagging: set[str] = set()
         self._start_parts()
 
     def _start_parts(self) -> None:
@@ -148,7 +153,7 @@ class KeywordIndex:
                     yield
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                rollback(c)
                 raise
             self._follow(batch, tokens)
 
@@ -176,7 +181,7 @@ class KeywordIndex:
                 tokens = write_batch(c, batch)
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                rollback(c)
                 raise
             self._follow(batch, tokens)
             return len(rows)
@@ -235,7 +240,7 @@ class KeywordIndex:
                 c.execute("COMMIT")
             except BaseException:
                 self.keywords.postings = None  # rebuilt by the next search
-                c.execute("ROLLBACK")
+                rollback(c)
                 raise
             self.ids_cache.written(found)
             self.tags.removed(rowids)
@@ -324,7 +329,10 @@ class KeywordIndex:
     def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
         """For each content hash already stored, one memory id that has it."""
         with self._lock:
-            return self.reads.ids_by_hash(hashes)
+            found = self.reads.ids_by_hash(hashes)
+        if self.lagging:
+            found = {h: i for h, i in found.items() if i not in self.lagging}
+        return found
 
     def watermark(self) -> float | None:
         """The newest ``updated_at`` indexed: where catching up with the collection starts."""
@@ -362,7 +370,10 @@ class KeywordIndex:
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         """Index rows by id (for ids present)."""
         with self._lock:
-            return self._by_row_first(ids, self.reads.rows)
+            found = self._by_row_first(ids, self.reads.rows)
+        for memory_id in self.lagging & found.keys():
+            del found[memory_id]
+        return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The vectors kept for those of ``ids`` that have one (half precision, read as
