@@ -36,7 +36,9 @@ The checks, over the whole history (:func:`check`):
 * **own writes**: a search by the process that wrote a memory, called after the write
   returned, sees it with that version or a later one (unless a delete of it was called);
 * **others' writes**: a search by another process called later than the write's return
-  plus the visibility bound (``--sync-interval`` x 2 + ``--slack``) sees it likewise;
+  plus the visibility bound sees it likewise: two sync intervals in force at the search
+  (``--sync-interval``, or 20 times the store's last check when longer: the documented
+  back-off of the periodic check) plus ``--slack``;
 * **namespaces**: a search never sees a memory of the other namespace, nor one nobody
   wrote;
 * **legs**: in the final state every memory is found by its token (keyword leg) and by
@@ -222,7 +224,7 @@ def run_thread(
                 if not foreign:
                     continue
                 ns, token = rng.choice(foreign)
-            search(history, common, views, ns, token)
+            search(history, common, views, ns, token, args.sync_interval)
 
 
 def write(
@@ -282,8 +284,17 @@ def write(
 
 
 def search(
-    history: History, common: dict[str, Any], views: dict[str, Any], ns: str, token: str
+    history: History,
+    common: dict[str, Any],
+    views: dict[str, Any],
+    ns: str,
+    token: str,
+    interval: float,
 ) -> None:
+    """One search, recorded with the sync interval in force: ``sync_interval``, or 20
+    times as long as the store's last check took when that is longer (the documented
+    back-off of the periodic check, which a loaded machine or a busy server lengthens)."""
+    checked = views[ns]._parts.sync.check_seconds  # the store's own figure
     called = time.time()
     try:
         hits = views[ns].search(token, k=5)
@@ -302,8 +313,17 @@ def search(
         time.sleep(FAILURE_PAUSE)
         return
     seen = [[h.id, h.text] for h in hits]
+    lag = max(interval, 20 * checked)
     history.record(
-        kind="ok", op="search", ns=ns, token=token, at=called, done=time.time(), seen=seen, **common
+        kind="ok",
+        op="search",
+        ns=ns,
+        token=token,
+        at=called,
+        done=time.time(),
+        seen=seen,
+        lag=lag,
+        **common,
     )
 
 
@@ -323,12 +343,17 @@ class Memory:
 def check(
     records: list[dict[str, Any]],
     final: dict[str, dict[str, Any]],
-    visible_within: float,
+    slack: float,
 ) -> dict[str, Any]:
     """Check a history: ``records`` (every process's), ``final`` (namespace -> {id: text}
-    plus the legs' findings under ``"_legs"``), ``visible_within`` (seconds after which
-    another process's write must show). Returns the figures and the anomalies."""
+    plus the legs' findings under ``"_legs"``), ``slack`` (seconds added to the bound
+    after which another process's write must show: two sync intervals in force at the
+    search, see :func:`search`). Returns the figures and the anomalies."""
     anomalies: dict[str, list[str]] = defaultdict(list)
+
+    def within(search: dict[str, Any]) -> float:
+        return 2 * search.get("lag", 0.0) + slack
+
     calls = {(r["pid"], r["t"], r["at"], r["op"]): r for r in records if r["kind"] == "call"}
     finished = {(r["pid"], r["t"], r["at"], r["op"]) for r in records if r["kind"] != "call"}
     memories: dict[str, Memory] = {}
@@ -398,7 +423,7 @@ def check(
                 continue
             for w in m.writes:
                 if w["op"] == "delete" and w["kind"] == "ok":
-                    bound = w["done"] if s["pid"] == w["pid"] else w["done"] + visible_within
+                    bound = w["done"] if s["pid"] == w["pid"] else w["done"] + within(s)
                     if s["at"] > bound:
                         anomalies["resurrected"].append(
                             f"search by p{s['p']} at +{s['at'] - w['done']:.2f} s after the "
@@ -411,25 +436,28 @@ def check(
         # The latest write of this memory that returned before the search was called,
         # within the bound for another process's, at once for the writer's own.
         own = s["pid"] in {w["pid"] for w in m.writes if w["op"] == "add"}
-        bound = 0.0 if own else visible_within
+        bound = 0.0 if own else within(s)
         if any(w["op"] == "delete" and w["at"] < s["done"] for w in m.writes):
             continue  # a delete was under way: absent or present are both right
         before = [w for w in m.writes if w["kind"] == "ok" and w["done"] + bound < s["at"]]
         if not before:
             continue
-        expected = max(before, key=lambda w: w["done"])["v"]
+        latest = max(before, key=lambda w: w["done"])
+        expected = latest["v"]
         got = seen_ids.get(memory_id)
         version = parse_text(got)[2] if got and parse_text(got) else None
         if version is None:
             kind = "own write unseen" if own else "others' write unseen"
             anomalies[kind].append(
-                f"search by p{s['p']} for {s['token']} at +{s['at'] - before[-1]['done']:.2f} s "
-                f"after v{expected} returned: not seen"
+                f"search by p{s['p']} for {s['token']} at +{s['at'] - latest['done']:.2f} s "
+                f"after v{expected} returned (bound {bound:.1f} s): not seen"
             )
         elif version < expected:
             kind = "own write stale" if own else "others' write stale"
             anomalies[kind].append(
-                f"search by p{s['p']} for {s['token']} saw v{version}, v{expected} returned before"
+                f"search by p{s['p']} for {s['token']} saw v{version} at "
+                f"+{s['at'] - latest['done']:.2f} s after v{expected} returned "
+                f"(bound {bound:.1f} s)"
             )
     errors = Counter(f"{r['error']}: {r['message'][:60]}" for r in records if r["kind"] == "fail")
     ops = Counter(r["op"] for r in records if r["kind"] in ("ok", "fail"))
@@ -614,7 +642,7 @@ def run_kind(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         exits = Counter(str(w.process.returncode) for w in workers if w is not victim)
         records = read_history(directory)
         final = read_final(kind, where, directory, args)
-    report = check(records, final, visible_within=args.sync_interval * 2 + args.slack)
+    report = check(records, final, slack=args.slack)
     report |= {"store": kind, "faults": faults, "hung": hung, "exits": dict(exits)}
     if not args.keep:
         shutil.rmtree(directory, ignore_errors=True)
