@@ -23,7 +23,8 @@ from hybrid_memory._errors import (
     StoreError,
 )
 from hybrid_memory._index.file import why_no_room
-from hybrid_memory._ownership import WRITE_OPERATIONS, acquire
+from hybrid_memory._owner_server import WRITE_OPERATIONS
+from hybrid_memory._ownership import acquire
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._room import check_room
 from hybrid_memory._settings import HybridMemorySettings

@@ -68,23 +68,12 @@ from hybrid_memory._owner_link import (
 )
 from hybrid_memory._owner_proxy import ProxyClient
 from hybrid_memory._owner_server import (
-    WRITE_OPERATIONS,
     RemoteChromaError,
     _Dispatcher,
     _Server,
 )
 from hybrid_memory._path_lock import PathLock
 from hybrid_memory._room import check_room
-
-__all__ = [
-    "ADDRESS_FILE",
-    "LOCK_FILE",
-    "WRITE_OPERATIONS",
-    "PathOwnership",
-    "RemoteChromaError",
-    "acquire",
-    "forget_embedded",
-]
 
 LOCK_FILE = "hybrid-memory-owner.lock"
 # How long a process keeps trying to find or become the owner of a path (the owner may
