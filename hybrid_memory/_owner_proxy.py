@@ -5,7 +5,7 @@ collection a store uses, each call one request answered by the owner of the path
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from hybrid_memory._ownership import PathOwnership
@@ -40,6 +40,18 @@ class ProxyClient:
 
     def delete_collection(self, name: str) -> None:
         self._ownership.perform(None, "delete_collection", {"name": name}, self._timeout)
+
+    def list_collections(self) -> list[CollectionInfo]:
+        """Every collection on the path, as the owner lists them: name and metadata."""
+        found = self._ownership.perform(None, "list_collections", {}, self._timeout)
+        return [CollectionInfo(c["name"], c["metadata"]) for c in found]
+
+
+class CollectionInfo(NamedTuple):
+    """A collection as :meth:`ProxyClient.list_collections` gives it."""
+
+    name: str
+    metadata: dict[str, Any] | None
 
 
 class ProxyCollection:

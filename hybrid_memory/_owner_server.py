@@ -24,7 +24,7 @@ _IDLE_CHECK = 0.25
 _WAKE_TIMEOUT = 5.0  # seconds for the owner's own connection that wakes its accepting thread
 
 _CLIENT_OPERATIONS = frozenset(
-    {"get_or_create_collection", "get_max_batch_size", "delete_collection"}
+    {"get_or_create_collection", "get_max_batch_size", "delete_collection", "list_collections"}
 )
 _COLLECTION_OPERATIONS = frozenset({"get", "query", "add", "upsert", "delete", "count", "modify"})
 # The operations that write: counted, by the owner of a path, whoever asks for them.
@@ -59,6 +59,8 @@ class _Dispatcher:
                 collection = chroma.get_or_create_collection(**kwargs, embedding_function=None)
                 self._collections[collection.name] = collection
                 return {"id": str(collection.id), "metadata": collection.metadata}
+            if operation == "list_collections":  # names and metadata: what namespaces() reads
+                return [{"name": c.name, "metadata": c.metadata} for c in chroma.list_collections()]
             if operation == "delete_collection":
                 self._collections.pop(kwargs.get("name", ""), None)
             return getattr(chroma, operation)(**kwargs)
