@@ -69,6 +69,33 @@ def _load(dotted: str) -> type:
     return found
 
 
+def _defining_module(cls: type) -> types.ModuleType:
+    """The module whose source defines ``cls``. A public class may show as its package
+    (``hybrid_memory.HybridMemorySettings``: its ``__module__``, as httpx sets it) while it
+    is defined in a private module of the package, where ``inspect`` does not look."""
+    package = cls.__module__
+    for name, module in sorted(sys.modules.items()):
+        if name != package and not name.startswith(package + "."):
+            continue
+        if getattr(module, cls.__name__, None) is not cls:
+            continue
+        source = inspect.getsource(module) if getattr(module, "__file__", None) else ""
+        if re.search(rf"^class {cls.__name__}\b", source, re.MULTILINE):
+            return module
+    return sys.modules[package]
+
+
+def _class_source(cls: type) -> str:
+    """The source of the class ``cls``, read from the module that defines it."""
+    source = inspect.getsource(_defining_module(cls))
+    found = next(
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__
+    )
+    return "\n".join(source.splitlines()[found.lineno - 1 : found.end_lineno])
+
+
 def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[str]]]:
     """The fields grouped under the ``# --- section ---`` comments of the class source,
     in source order; fields the source does not show (inherited) come last."""
@@ -82,26 +109,6 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
             seen.add(field.group(1))
     sections[-1][1].extend(name for name in names if name not in seen)
     return [(title, fields) for title, fields in sections if fields]
-
-
-def _defining_module(cls: type) -> types.ModuleType | None:
-    """The module whose source holds the class statement, also when the class's
-    ``__module__`` names the package that exports it (as the public classes of
-    hybrid_memory do, for tracebacks): the module of a function in its body."""
-    for value in vars(cls).values():
-        function = getattr(value, "__func__", value)
-        if hasattr(function, "__code__") and function.__module__ in sys.modules:
-            return sys.modules[function.__module__]
-    return inspect.getmodule(cls)
-
-
-def _class_source(cls: type) -> str:
-    module = _defining_module(cls)
-    source = inspect.getsource(module) if module else ""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-            return ast.get_source_segment(source, node) or ""
-    return ""  # no sections then: one table of every field
 
 
 def _default(info: Any) -> str:
