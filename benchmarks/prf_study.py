@@ -259,7 +259,7 @@ def window_matrix(prep: Prepared, embedding: CachedEmbedding) -> tuple[np.ndarra
     and how many memories exceed the window."""
     from tokenizers import Tokenizer
 
-    from hybrid_memory._minilm import find_model_files
+    from hybrid_memory._minilm_files import find_model_files
 
     tok = Tokenizer.from_file(str(find_model_files().tokenizer))
     tok.no_padding()

@@ -1,6 +1,7 @@
 """A cheap deterministic embedding for load and fault tests: a random unit vector per
-distinct text, seeded by the text. Shared by benchmarks/shared_load.py and the tests
-(tests/conftest.py), so both measure and check with the same vectors."""
+distinct text, seeded by the text, for benchmarks/shared_load.py and fleet_start.py. The
+tests keep their own copy (tests/conftest.py), so the core's tests do not depend on the
+benchmarks."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from hybrid_memory._errors import (
     StoreError,
 )
 from hybrid_memory._memory import HybridMemory
+from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._transfer import ImportReport, export_lines, export_memories, import_memories
 from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats, TimeWindow
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AddResult",
+    "DeleteReport",
     "DuplicateIdError",
     "EmbeddingError",
     "EmbeddingMismatchError",
@@ -49,10 +52,20 @@ __all__ = [
     "StoreError",
     "StoreStats",
     "TimeWindow",
+    "WriteReport",
     "export_lines",
     "export_memories",
     "import_memories",
 ]
+
+
+# Public names show as ``hybrid_memory.X`` (in tracebacks, reprs, ``help()``, pickles),
+# not as the private module that defines them, as httpx does. Not HybridRetriever: it is
+# loaded lazily, and LangChain serialises a retriever under its module path.
+for _name in __all__:
+    if _name != "HybridRetriever":
+        globals()[_name].__module__ = __name__
+del _name
 
 
 def __getattr__(name: str) -> Any:

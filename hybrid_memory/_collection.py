@@ -140,15 +140,30 @@ class ChromaCollection:
     def stored(self, memory_id: str) -> tuple[IndexRow, Mapping[str, Any], Any]:
         """The memory with this id: its row, its metadata as stored, and its vector;
         :class:`MemoryNotFoundError` when there is none."""
-        got = self.call("get", ids=[memory_id], include=["documents", "metadatas", "embeddings"])
-        if not got["ids"]:
-            raise MemoryNotFoundError(memory_id)
-        metadata = got["metadatas"][0]
-        return (
-            row_from_chroma(memory_id, got["documents"][0], metadata),
-            metadata or {},
-            got["embeddings"][0],
-        )
+        return self.stored_many([memory_id])[memory_id]
+
+    def stored_many(self, ids: Sequence[str]) -> dict[str, tuple[IndexRow, Mapping[str, Any], Any]]:
+        """:meth:`stored` for many ids (distinct), a page at a time: each must exist, else
+        :class:`MemoryNotFoundError` for the first that does not."""
+        found: dict[str, tuple[IndexRow, Mapping[str, Any], Any]] = {}
+        for start in range(0, len(ids), PAGE):
+            got = self.call(
+                "get",
+                ids=list(ids[start : start + PAGE]),
+                include=["documents", "metadatas", "embeddings"],
+            )
+            for memory_id, document, metadata, vector in zip(
+                got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
+            ):
+                found[memory_id] = (
+                    row_from_chroma(memory_id, document, metadata),
+                    metadata or {},
+                    vector,
+                )
+        for memory_id in ids:
+            if memory_id not in found:
+                raise MemoryNotFoundError(memory_id)
+        return found
 
     def any_updated_after(self, watermark: float, key: str) -> bool:
         got = self.call("get", where={key: {"$gt": watermark}}, limit=1, include=[])

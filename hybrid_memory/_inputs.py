@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hybrid_memory._errors import InvalidInputError
@@ -141,6 +142,59 @@ def new_memory(item: Any, prefix: str, settings: HybridMemorySettings) -> NewMem
     created = item.get("created_at")
     created_at = None if created is None else to_timestamp(created, field=f"{prefix}created_at")
     return NewMemory(memory_id, text, tags, metadata, created_at, content_hash(text, metadata))
+
+
+_CHANGE_KEYS = ("id", "text", "tags", "metadata")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What ``update`` / ``update_many`` changes in one memory (None: kept as stored)."""
+
+    id: str
+    text: str | None
+    tags: tuple[str, ...] | None
+    metadata: dict[str, Any] | None
+
+
+def valid_change(item: Any, prefix: str, settings: HybridMemorySettings) -> Change:
+    """Validate one change given to ``update`` / ``update_many`` (a dict with ``id`` and
+    at least one of ``text``, ``tags``, ``metadata``); error fields start with ``prefix``
+    (``updates[3].``)."""
+    where = prefix.rstrip(".") or "update"
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(where, f"expected a dict, got {type(item).__name__}")
+    unknown = set(item) - set(_CHANGE_KEYS)
+    if unknown:
+        raise InvalidInputError(
+            where, f"unknown keys {sorted(unknown)}; allowed: {', '.join(_CHANGE_KEYS)}"
+        )
+    memory_id = valid_id(item.get("id"), f"{prefix}id")
+    text, tags, metadata = item.get("text"), item.get("tags"), item.get("metadata")
+    if text is None and tags is None and metadata is None:
+        raise InvalidInputError(where, "give at least one of text, tags, metadata")
+    return Change(
+        memory_id,
+        None if text is None else valid_text(text, settings.max_text_length, f"{prefix}text"),
+        None if tags is None else valid_tags(tags, settings, f"{prefix}tags"),
+        None if metadata is None else valid_metadata(metadata, f"{prefix}metadata"),
+    )
+
+
+def valid_changes(items: Any, settings: HybridMemorySettings) -> list[Change]:
+    """``update_many``'s changes, each id once; error fields start with ``updates[3].``."""
+    if isinstance(items, (str, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInputError("updates", "expected a list of dicts, each with an id")
+    changes = [valid_change(item, f"updates[{i}].", settings) for i, item in enumerate(items)]
+    first: dict[str, int] = {}
+    for position, change in enumerate(changes):
+        if change.id in first:
+            raise InvalidInputError(
+                f"updates[{position}].id",
+                f"id {change.id!r} is also updates[{first[change.id]}].id; give each id once",
+            )
+        first[change.id] = position
+    return changes
 
 
 class PendingMemories:

@@ -22,64 +22,38 @@ processes (in the background: see :meth:`HybridMemory.sync`).
 
 from __future__ import annotations
 
-import functools
-import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
-from typing import Any, TypeVar
+from typing import Any
 
 from hybrid_memory._embeddings import Embedder
-from hybrid_memory._errors import InvalidInputError, MemoryNotFoundError, StoreError
+from hybrid_memory._errors import InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, parse_filter
 from hybrid_memory._inputs import (
     PendingMemories,
     new_memory,
     valid_alpha,
+    valid_change,
+    valid_changes,
     valid_id,
     valid_ids,
     valid_k,
     valid_max_tokens,
-    valid_metadata,
     valid_page,
     valid_tags,
     valid_text,
 )
 from hybrid_memory._namespaces import valid_namespace
+from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
 from hybrid_memory._parts import StoreParts
 from hybrid_memory._records import to_memory
+from hybrid_memory._repairing import repairing
 from hybrid_memory._search import Query
 from hybrid_memory._settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
 from hybrid_memory._timescope import plan_time
 from hybrid_memory._timeutil import now_timestamp, to_timestamp
 from hybrid_memory._types import Memory, SearchResult, StoreStats
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _repairing(method: _F) -> _F:
-    """A public operation that survives a damaged keyword index: the index is derived
-    data, so when SQLite finds its file damaged (truncated, overwritten, deleted under
-    this process), the index is rebuilt from the collection and the operation runs
-    again, once (what is damage and what to do is decided in one place,
-    :meth:`IndexSync.recover`). Writes never run twice: the writer has the index
-    recovered itself after the collection took a write."""
-
-    @functools.wraps(method)
-    def run(self: HybridMemory, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            self._parts.sync.recover(exc)
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"the keyword index {self._parts.index.path} failed again after a rebuild: "
-                f"{exc}; check the disk, or delete the file (it is rebuilt from the collection)"
-            ) from exc
-
-    return run  # type: ignore[return-value]
 
 
 class HybridMemory:
@@ -145,7 +119,7 @@ class HybridMemory:
         """The embedding every memory and query of this store goes through."""
         return self._parts.embedder
 
-    @_repairing
+    @repairing
     def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """Bring the keyword index up to date with the collection.
 
@@ -170,7 +144,7 @@ class HybridMemory:
 
     # --- writing ------------------------------------------------------------------------
 
-    @_repairing
+    @repairing
     def add(
         self,
         text: str,
@@ -181,27 +155,32 @@ class HybridMemory:
         created_at: datetime | str | float | None = None,
         upsert: bool = False,
         allow_duplicates: bool = False,
-    ) -> str:
-        """Store one memory and return its id.
+    ) -> AddResult:
+        """Store one memory and return its id, an :class:`AddResult` (a ``str``) whose
+        ``outcome`` says what was done: ``"added"``, ``"duplicate"`` or ``"replaced"``.
 
         Without an ``id``, a memory whose exact text is already stored with the same
-        metadata is not stored again: its existing id is returned
+        metadata is not stored again: its existing id is returned as a ``"duplicate"``
         (``allow_duplicates=True`` stores a copy).
-        With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``.
+        With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``
+        (then ``"replaced"``).
         """
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
         memories = PendingMemories.of([new_memory(item, "", self.settings)])
-        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)[0]
+        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates).results[0]
 
-    @_repairing
+    @repairing
     def add_many(
         self,
         items: Iterable[str | Mapping[str, Any]],
         *,
         upsert: bool = False,
         allow_duplicates: bool = False,
-    ) -> list[str]:
-        """Store many memories (embedded in batches); returns their ids in order.
+    ) -> WriteReport:
+        """Store many memories (embedded in batches); returns their ids in order, as a
+        :class:`WriteReport` (the list of ids) whose ``results`` say what was done with
+        each item and which gathers the ids ``added``, the ``duplicates`` of stored
+        memories and those ``replaced``.
 
         Each item is a text or a mapping with ``text`` and optionally ``id``,
         ``tags``, ``metadata``, ``created_at``. Everything is validated before
@@ -217,7 +196,9 @@ class HybridMemory:
         memories = PendingMemories.of_items(given, self.settings)
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
 
-    def _add(self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool) -> list[str]:
+    def _add(
+        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool
+    ) -> WriteReport:
         return self._parts.writer.add(
             memories,
             upsert=upsert,
@@ -225,7 +206,7 @@ class HybridMemory:
             sync_interval=self.settings.sync_interval,
         )
 
-    @_repairing
+    @repairing
     def update(
         self,
         id: str,
@@ -236,24 +217,34 @@ class HybridMemory:
     ) -> Memory:
         """Change a memory's text, tags and/or metadata (each replaces the old value).
 
-        The memory is re-embedded only when its text changes. Returns the new memory.
+        The memory is re-embedded only when its text changes. Returns the new memory
+        (the update's outcome: it was updated); an id that does not exist raises
+        :class:`MemoryNotFoundError` and changes nothing.
         """
-        memory_id = valid_id(id)
-        if text is None and tags is None and metadata is None:
-            raise InvalidInputError("update", "give at least one of text, tags, metadata")
-        row = self._parts.writer.update(
-            memory_id,
-            None if text is None else valid_text(text, self.settings.max_text_length),
-            None if tags is None else valid_tags(tags, self.settings),
-            None if metadata is None else valid_metadata(metadata),
+        change = valid_change(
+            {"id": id, "text": text, "tags": tags, "metadata": metadata}, "", self.settings
         )
-        return to_memory(row)
+        return to_memory(self._parts.writer.update([change])[0])
 
-    @_repairing
+    @repairing
+    def update_many(self, updates: Iterable[Mapping[str, Any]]) -> list[Memory]:
+        """Change many memories in one write: each update is a dict with ``id`` and any of
+        ``text``, ``tags``, ``metadata`` (as :meth:`update`; each id once). Everything is
+        checked first (a bad one is named ``updates[3].tags``; an id that does not exist
+        raises :class:`MemoryNotFoundError`): then nothing changes. Returns the new
+        memories in order; only changed texts are re-embedded, in one call."""
+        changes = valid_changes(updates, self.settings)
+        if not changes:
+            return []
+        return [to_memory(row) for row in self._parts.writer.update(changes)]
+
+    @repairing
     def delete(
         self, ids: str | Sequence[str] | None = None, *, filter: Mapping[str, Any] | None = None
-    ) -> int:
-        """Delete memories by id (all must exist) or by a metadata filter; returns how many."""
+    ) -> DeleteReport:
+        """Delete memories by id (all must exist, else :class:`MemoryNotFoundError` and
+        nothing is deleted) or by a metadata filter; returns how many, as a
+        :class:`DeleteReport` (an ``int``) whose ``ids`` are the deleted memories' ids."""
         if (ids is None) == (filter is None):
             raise InvalidInputError("delete", "give exactly one of ids or filter")
         if ids is not None:
@@ -274,7 +265,7 @@ class HybridMemory:
         """The memory with this id, or :class:`MemoryNotFoundError`."""
         return self.get_many([id])[0]
 
-    @_repairing
+    @repairing
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         """The memories with these ids, in the same order; every id must exist."""
         id_list = valid_ids(ids)
@@ -297,7 +288,7 @@ class HybridMemory:
         collection, so another process's write counts at once."""
         return self._parts.collection.existing(valid_ids(ids))
 
-    @_repairing
+    @repairing
     def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """How many memories there are (matching ``filter``, when given)."""
         if filter is None:
@@ -312,7 +303,7 @@ class HybridMemory:
     def __len__(self) -> int:
         return self.count()
 
-    @_repairing
+    @repairing
     def list_memories(
         self,
         filter: Mapping[str, Any] | None = None,
@@ -341,14 +332,14 @@ class HybridMemory:
         ids = self._parts.index.page(node, limit, offset, newest_first=newest_first)
         return self._parts.searcher.memories(ids, len(ids))
 
-    @_repairing
+    @repairing
     def tags(self) -> list[str]:
         """Every tag in use, sorted."""
         self._parts.sync.wait_warm()
         self._maybe_sync()
         return sorted(self._parts.index.all_tags())
 
-    @_repairing
+    @repairing
     def stats(self) -> StoreStats:
         """How many memories there are, how many the keyword index holds, how many tags,
         where the store lives and what embeds it (of this namespace, for a namespace
@@ -438,7 +429,7 @@ class HybridMemory:
 
     # --- search -------------------------------------------------------------------------------
 
-    @_repairing
+    @repairing
     def search(
         self,
         query: str,
@@ -490,7 +481,7 @@ class HybridMemory:
             read_phrase=True,
         )
 
-    @_repairing
+    @repairing
     def related(
         self,
         id: str,

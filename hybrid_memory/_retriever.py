@@ -175,6 +175,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             raise _invalid_argument(exc) from exc
 
     def model_post_init(self, context: Any, /) -> None:
+        """Pydantic's hook after validation: LlamaIndex's side of the retriever is set up."""
         super().model_post_init(context)
         # LlamaIndex's initializer, run as written: it fills in a default callback
         # manager and sets object_map and _verbose.

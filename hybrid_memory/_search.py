@@ -91,7 +91,7 @@ class Searcher:
             return self._vector_only(query, s, warming)
         index, node, exclude = self._index, query.node, query.exclude
         scope = Scope.of(index, node)
-        depth = max(s.candidates, query.k) + (1 if exclude else 0)
+        depth = _depth(query, s)
 
         # The query embedding (a model call that releases the GIL) runs beside the
         # keyword leg and the choice of the feedback memories, which do not need it,
@@ -175,17 +175,28 @@ class Searcher:
             KEYWORD: keyword_hits,
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
+        cosines = {} if fallback_reason is not None else scores[VECTOR]
+        return self._result(query, s, fused, rankings, scores, cosines, alpha, fallback_reason)
+
+    def _result(
+        self,
+        query: Query,
+        s: HybridMemorySettings,
+        fused: Mapping[str, float],
+        rankings: Mapping[str, list[str]],
+        scores: Mapping[str, Mapping[str, float]],
+        cosines: Mapping[str, float],
+        alpha: float,
+        fallback_reason: str | None,
+    ) -> SearchResult:
+        """The one ending of every search path: the top ``k`` of the ``fused`` scores
+        that exist, within the token budget, each with its relevance (from ``cosines``
+        and keyword coverage), fused score and every leg's rank and score."""
         memories = self.memories(order_by_score(fused), query.k)
         memories = _within_budget(memories, query.max_tokens, s.token_encoding)
-        relevance = self.relevance(
-            query.text,
-            memories,
-            {} if fallback_reason is not None else scores[VECTOR],
-            drop_stopwords=s.drop_stopwords,
-        )
-        hits = _hits(memories, relevance, fused, rankings, scores)
+        relevance = self.relevance(query.text, memories, cosines, drop_stopwords=s.drop_stopwords)
         return SearchResult(
-            hits,
+            _hits(memories, relevance, fused, rankings, scores),
             alpha=float(alpha),
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
@@ -289,24 +300,14 @@ class Searcher:
         return None
 
     def _vector_only(self, query: Query, s: HybridMemorySettings, reason: str) -> SearchResult:
-        depth = max(s.candidates, query.k) + (1 if query.exclude else 0)
+        """The vector leg alone, while the keyword index cannot rank (``reason``)."""
+        depth = _depth(query, s)
         vector = query.vector if query.vector is not None else self._queries.embed(query.text)
         hits = self._with_recent(self._collection.nearest(vector, depth, None), vector, depth, None)
         ranking = [i for i in hits if i != query.exclude]
         weights = {VECTOR: 1.0, KEYWORD: 0.0, TAG: 0.0}
         fused = reciprocal_rank_fusion({VECTOR: ranking}, weights, s.rrf_k)
-        memories = self.memories(order_by_score(fused), query.k)
-        memories = _within_budget(memories, query.max_tokens, s.token_encoding)
-        relevance = self.relevance(query.text, memories, hits, drop_stopwords=s.drop_stopwords)
-        found = _hits(memories, relevance, fused, {VECTOR: ranking}, {VECTOR: hits})
-        return SearchResult(
-            found,
-            alpha=1.0,
-            matched_tags=query.tags,
-            fallback_mode=True,
-            fallback_reason=reason,
-            time_window=query.time_window,
-        )
+        return self._result(query, s, fused, {VECTOR: ranking}, {VECTOR: hits}, hits, 1.0, reason)
 
     def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
         """The first ``k`` of ``ordered`` that exist, as memories.
@@ -328,6 +329,11 @@ class Searcher:
                     rows.update((row.id, row) for row in page)
             out.extend(to_memory(rows[i]) for i in batch if i in rows)
         return out
+
+
+def _depth(query: Query, s: HybridMemorySettings) -> int:
+    """How many candidates each leg ranks: enough for ``k`` and the excluded memory."""
+    return max(s.candidates, query.k) + (1 if query.exclude else 0)
 
 
 def _within_budget(

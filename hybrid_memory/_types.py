@@ -51,18 +51,22 @@ class Hit:
 
     @property
     def id(self) -> str:
+        """The memory's id."""
         return self.memory.id
 
     @property
     def text(self) -> str:
+        """The memory's text."""
         return self.memory.text
 
     @property
     def tags(self) -> tuple[str, ...]:
+        """The memory's tags."""
         return self.memory.tags
 
     @property
     def metadata(self) -> Mapping[str, Any]:
+        """The memory's metadata."""
         return self.memory.metadata
 
 

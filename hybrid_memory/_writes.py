@@ -9,6 +9,7 @@ nothing acknowledged (the next check refills the index from the collection).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 import uuid
@@ -22,7 +23,15 @@ from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
 from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._inputs import PendingMemories
+from hybrid_memory._inputs import Change, PendingMemories
+from hybrid_memory._outcomes import (
+    ADDED,
+    DUPLICATE,
+    REPLACED,
+    AddResult,
+    DeleteReport,
+    WriteReport,
+)
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._records import (
     CREATED_KEY,
@@ -66,10 +75,13 @@ class Writer:
         upsert: bool,
         allow_duplicates: bool,
         sync_interval: float,
-    ) -> list[str]:
-        """Store ``memories``; their ids in order. Without an id, a memory whose exact text
-        is stored already is not stored again (unless ``allow_duplicates``): its id is
-        returned; one written by the same call counts too."""
+    ) -> WriteReport:
+        """Store ``memories``; their ids in order, each with what was done with it
+        (decided here, under the write lock, so two writers of one text cannot both be
+        told "added"). Without an id, a memory whose exact text is stored already is not
+        stored again (unless ``allow_duplicates``): its id is returned as a
+        ``"duplicate"``; one written by the same call counts too. With an id that
+        exists (``upsert``), the memory is ``"replaced"``; the rest are ``"added"``."""
         explicit = [i for i in memories.ids if i is not None]
         if not upsert:
             seen: set[str] = set()
@@ -90,25 +102,27 @@ class Writer:
             if existing and not upsert:
                 raise DuplicateIdError(next(i for i in explicit if i in existing))
             known = {} if allow_duplicates else self._index.ids_by_hash(hashes)
-            ids: list[str] = []
+            results: list[AddResult] = []
             to_write: dict[str, int] = {}  # id → position in ``memories``
             for position, (given, digest) in enumerate(
                 zip(memories.ids, memories.hashes, strict=True)
             ):
                 if given is not None:
-                    ids.append(given)
+                    # A repeat of an id in one upsert call replaces the earlier item.
+                    before = given in existing or given in to_write
+                    results.append(AddResult(given, REPLACED if before else ADDED))
                     to_write[given] = position
                 elif not allow_duplicates and digest in known:
-                    ids.append(known[digest])
+                    results.append(AddResult(known[digest], DUPLICATE))
                 else:
                     new_id = uuid.uuid4().hex
-                    ids.append(new_id)
+                    results.append(AddResult(new_id, ADDED))
                     to_write[new_id] = position
                     if not allow_duplicates:
                         known[digest] = new_id
             if to_write:
                 self._write(memories, to_write, existing)
-            return ids
+            return WriteReport(results)
 
     def _write(
         self,
@@ -219,42 +233,56 @@ class Writer:
             self._recent.add(ids, vectors)
         return set(existing)
 
-    def update(
-        self,
-        memory_id: str,
-        text: str | None,
-        tags: tuple[str, ...] | None,
-        metadata: dict[str, Any] | None,
-    ) -> IndexRow:
-        """Replace what is given of a stored memory; re-embedded only if its text changed."""
+    def update(self, changes: Sequence[Change]) -> list[IndexRow]:
+        """Replace what each change gives of a stored memory (distinct ids, all stored,
+        else :class:`MemoryNotFoundError` and nothing changes); the new rows in order.
+        Only the memories whose text changed are re-embedded (in one call); the rest
+        keep their stored vectors. One read of the stored memories, then one write a
+        Chroma batch at a time, however many memories."""
         with self._lock:
-            old, stored_metadata, stored_vector = self._collection.stored(memory_id)
-            final_text = old.text if text is None else text
-            if text is not None and text != old.text:
-                vector = document_matrix(self._embedder, [final_text])
-                self._collection.check_dimension(vector)
-            else:
-                vector = np.asarray([stored_vector], dtype=np.float32)
-            metadata_after = old.metadata if metadata is None else metadata
-            row = IndexRow(
-                memory_id,
-                final_text,
-                old.tags if tags is None else tags,
-                metadata_after,
-                content_hash(final_text, metadata_after),
-                old.created_at or now_timestamp(),
-                max(now_timestamp(), old.updated_at),
-            )
-            with self._sync.writing():
-                self._collection.write(
-                    "upsert", [row], vector, [chroma_metadata(row, stored_metadata)]
+            stored = self._collection.stored_many([c.id for c in changes])
+            retext = [c for c in changes if c.text is not None and c.text != stored[c.id][0].text]
+            new_vectors: dict[str, np.ndarray] = {}
+            if retext:
+                matrix = document_matrix(self._embedder, [c.text or "" for c in retext])
+                self._collection.check_dimension(matrix)
+                new_vectors = {c.id: matrix[i] for i, c in enumerate(retext)}
+            rows: list[IndexRow] = []
+            metadatas: list[dict[str, Any]] = []
+            removed_tags: list[str] = []
+            now = now_timestamp()
+            for c in changes:
+                old, stored_metadata, _ = stored[c.id]
+                text = old.text if c.text is None else c.text
+                metadata = old.metadata if c.metadata is None else c.metadata
+                row = IndexRow(
+                    c.id,
+                    text,
+                    old.tags if c.tags is None else c.tags,
+                    metadata,
+                    content_hash(text, metadata),
+                    old.created_at or now,
+                    max(now, old.updated_at),
                 )
-                self._sync.rebuilding_on_damage(lambda: self._index.upsert([row], vector))
-            self._recent.add([row.id], vector)
-            self._note_tags([row.tags], [t for t in old.tags if t not in row.tags])
-            return row
+                rows.append(row)
+                metadatas.append(chroma_metadata(row, stored_metadata))
+                removed_tags.extend(t for t in old.tags if t not in row.tags)
+            vectors = np.asarray(
+                [new_vectors.get(c.id, stored[c.id][2]) for c in changes], dtype=np.float32
+            )
+            step = self._collection.max_batch()
+            for start in range(0, len(rows), step):
+                part, block = rows[start : start + step], vectors[start : start + step]
+                with self._sync.writing():
+                    self._collection.write("upsert", part, block, metadatas[start : start + step])
+                    self._sync.rebuilding_on_damage(
+                        functools.partial(self._index.upsert, part, block)
+                    )
+                self._recent.add([row.id for row in part], block)
+            self._note_tags([row.tags for row in rows], removed_tags)
+            return rows
 
-    def delete(self, ids: Sequence[str]) -> int:
+    def delete(self, ids: Sequence[str]) -> DeleteReport:
         """Delete the memories with these ids, which must all exist; how many."""
         with self._lock:
             present = self._collection.metadata_by_id(ids)
@@ -263,7 +291,7 @@ class Writer:
                 raise MemoryNotFoundError(missing[0])
             return self._delete(ids)
 
-    def delete_matching(self, node: Node) -> int:
+    def delete_matching(self, node: Node) -> DeleteReport:
         """Delete the memories passing the filter ``node``; how many. Chroma tests the part
         of the filter it can (see :func:`chroma_part`); the rest is checked on its records."""
         with self._lock:
@@ -279,16 +307,16 @@ class Writer:
                 ]
             return self._delete(ids)
 
-    def _delete(self, ids: Sequence[str]) -> int:
+    def _delete(self, ids: Sequence[str]) -> DeleteReport:
         if not ids:
-            return 0
+            return DeleteReport(())
         unique = list(dict.fromkeys(ids))
         with self._sync.writing():
             self._collection.delete(unique)
             self._recent.forget(unique)
             self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
         self._tags.invalidate()
-        return len(unique)
+        return DeleteReport(unique)
 
     def _note_tags(self, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
         """Keep the tag cache in step with a write of this process: tags taken off a

@@ -64,6 +64,7 @@ def plugin_commands() -> dict[str, EntryPoint]:
 
 
 def build_parser(plugins: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The ``hybrid-memory`` command line: its commands and the installed ``plugins``'."""
     parser = argparse.ArgumentParser(
         prog="hybrid-memory", description="Hybrid (vector + BM25 + tag) memory for agents."
     )

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-
-from benchmarks.seeded_embedding import SeededEmbedding
 
 SHARED_DATA = Path(
     os.environ.get("HYBRID_MEMORY_SHARED_DATA")
@@ -50,6 +49,29 @@ class HashEmbedding:
                 vector[int.from_bytes(digest[:4], "little") % self.dimension] += 1.0
             norm = math.sqrt(sum(v * v for v in vector)) or 1.0
             out.append([v / norm for v in vector])
+        return out
+
+
+class SeededEmbedding:
+    """A random unit vector per distinct text, seeded by the text: deterministic, spread
+    like real embeddings, and a memory's own text finds it at similarity 1. (Hashed
+    bag-of-words vectors of texts sharing most words tie at one distance, a degenerate
+    case where Chroma's HNSW graph loses recall; tests that look memories up by their
+    own vector among thousands use this.)
+
+    The tests' own, so that the core's tests need nothing from ``benchmarks``; the load
+    benchmarks keep theirs (``benchmarks/seeded_embedding.py``), which no test shares a
+    store with."""
+
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            vector = np.random.default_rng(seed).standard_normal(self.dimension)
+            out.append((vector / np.linalg.norm(vector)).tolist())
         return out
 
 

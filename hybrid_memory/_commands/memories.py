@@ -50,12 +50,14 @@ def register(commands: Any, shared: argparse.ArgumentParser) -> None:
     listing = commands.add_parser(
         "list",
         parents=[shared],
-        help="list memories, oldest first, a page at a time",
-        description="List memories by creation time, oldest first (then by id).",
+        help="list memories, oldest (or --newest) first, a page at a time",
+        description="List memories by creation time, oldest first (then by id); --newest "
+        "lists the newest first.",
     )
     listing.add_argument("--limit", type=int, default=20, help="memories per page (default 20)")
     listing.add_argument("--offset", type=int, default=0, help="memories to skip (default 0)")
     listing.add_argument("--filter", type=json_object, metavar="JSON", help="a metadata filter")
+    listing.add_argument("--newest", action="store_true", help="the newest memories first")
     listing.set_defaults(run=run_list)
 
     delete = commands.add_parser(
@@ -133,7 +135,9 @@ def run_get(args: argparse.Namespace, memory: HybridMemory) -> int:
 
 
 def run_list(args: argparse.Namespace, memory: HybridMemory) -> int:
-    page = memory.list_memories(args.filter, limit=args.limit, offset=args.offset)
+    page = memory.list_memories(
+        args.filter, limit=args.limit, offset=args.offset, newest_first=args.newest
+    )
     total = memory.count(args.filter)
     if args.json:
         print_json(

@@ -49,6 +49,17 @@ from hybrid_memory._index.writes import (
 _T = TypeVar("_T")
 
 
+class _Transaction:
+    """An index write under way (:meth:`KeywordIndex._transaction`): its connection,
+    whether to roll it back (nothing to write after all), and what the in-memory parts
+    do once it is committed."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.abandoned = False
+        self.follow: Callable[[], None] = lambda: None
+
+
 class _View(threading.local):
     """Whether this thread is inside :meth:`KeywordIndex.one_view`."""
 
@@ -128,29 +139,22 @@ class KeywordIndex:
             yield
             return
         latest, payload, kept_vectors, width = _prepared(rows, vectors)
-        with self.file.writing() as c:
-            c.execute("BEGIN IMMEDIATE")
-            self.reads.clear_counts()
-            try:
-                self._catch_up()
-                batch = self._batch(c, latest, payload, kept_vectors, width)
-                if overlap:
-                    started = threading.Event()
-                    future = self.file.worker().submit(write_batch, c, batch, started)
-                    started.wait()  # the statement is under way: the body may take the GIL
-                    try:
-                        yield
-                    finally:
-                        wait([future])  # the connection is free again, either way
-                    tokens = future.result()
-                else:
-                    tokens = write_batch(c, batch)
+        with self._transaction() as tx:
+            c = tx.conn
+            batch = self._batch(c, latest, payload, kept_vectors, width)
+            if overlap:
+                started = threading.Event()
+                future = self.file.worker().submit(write_batch, c, batch, started)
+                started.wait()  # the statement is under way: the body may take the GIL
+                try:
                     yield
-                c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            self._follow(batch, tokens)
+                finally:
+                    wait([future])  # the connection is free again, either way
+                tokens = future.result()
+            else:
+                tokens = write_batch(c, batch)
+                yield
+            tx.follow = lambda: self._follow(batch, tokens)
 
     def copy_in(self, read: Callable[[], Sequence[IndexRow] | None]) -> int | None:
         """Upsert the rows ``read()`` returns (a page of the collection's records), read
@@ -162,24 +166,43 @@ class KeywordIndex:
         theirs), so while the lock is held here no write can come between the read and
         the copy: a memory deleted or updated meanwhile is removed or rewritten after
         the copy, not brought back (or back to its old text) by it."""
+        with self._transaction() as tx:
+            rows = read()
+            if not rows:
+                tx.abandoned = True
+                return None if rows is None else 0
+            latest, payload, kept_vectors, width = _prepared(rows, None)
+            batch = self._batch(tx.conn, latest, payload, kept_vectors, width)
+            tokens = write_batch(tx.conn, batch)
+            tx.follow = lambda: self._follow(batch, tokens)
+        return len(rows)
+
+    @contextlib.contextmanager
+    def _transaction(
+        self, *, on_failure: Callable[[], None] | None = None
+    ) -> Iterator[_Transaction]:
+        """One write of the index, the same steps for each: under the file's write lock,
+        ``BEGIN IMMEDIATE`` (no other connection can commit until this one ends), the
+        remembered counts dropped and the in-memory parts caught up with other
+        connections' writes; the body writes on ``tx.conn``. Committed when the body
+        returns (rolled back if it set ``tx.abandoned``) and then ``tx.follow`` runs:
+        the in-memory parts take the write in, still under the lock. When the body
+        raises, ``on_failure`` runs and the transaction is rolled back."""
         with self.file.writing() as c:
             c.execute("BEGIN IMMEDIATE")
             self.reads.clear_counts()
+            tx = _Transaction(c)
             try:
                 self._catch_up()
-                rows = read()
-                if not rows:
-                    c.execute("ROLLBACK")
-                    return None if rows is None else 0
-                latest, payload, kept_vectors, width = _prepared(rows, None)
-                batch = self._batch(c, latest, payload, kept_vectors, width)
-                tokens = write_batch(c, batch)
-                c.execute("COMMIT")
+                yield tx
+                c.execute("ROLLBACK" if tx.abandoned else "COMMIT")
             except BaseException:
+                if on_failure is not None:
+                    on_failure()
                 c.execute("ROLLBACK")
                 raise
-            self._follow(batch, tokens)
-            return len(rows)
+            if not tx.abandoned:
+                tx.follow()
 
     def _batch(
         self,
@@ -220,27 +243,26 @@ class KeywordIndex:
         the collection's answer: a writer commits its index rows only after the
         collection took them, so an id the collection lacks at that moment is not
         being written by anyone (what it lacked at an earlier read may have been)."""
-        with self.file.writing() as c:
-            c.execute("BEGIN IMMEDIATE")
-            self.reads.clear_counts()
-            try:
-                self._catch_up()
-                found = rowids_of(c, list(ids))
-                if unless is not None and found:
-                    kept = unless(list(found))
-                    found = {i: row for i, row in found.items() if i not in kept}
-                rowids = list(found.values())
-                delete_rows(c, rowids)
-                self.keywords.deleted(rowids)
-                c.execute("COMMIT")
-            except BaseException:
-                self.keywords.postings = None  # rebuilt by the next search
-                c.execute("ROLLBACK")
-                raise
-            self.ids_cache.written(found)
-            self.tags.removed(rowids)
-            self.file.committed()
-            return len(rowids)
+
+        def forget_postings() -> None:
+            self.keywords.postings = None  # rebuilt by the next search
+
+        with self._transaction(on_failure=forget_postings) as tx:
+            found = rowids_of(tx.conn, list(ids))
+            if unless is not None and found:
+                kept = unless(list(found))
+                found = {i: row for i, row in found.items() if i not in kept}
+            rowids = list(found.values())
+            delete_rows(tx.conn, rowids)
+            self.keywords.deleted(rowids)
+            tx.follow = lambda: self._removed(found, rowids)
+        return len(rowids)
+
+    def _removed(self, found: Mapping[str, int], rowids: list[int]) -> None:
+        """After a delete's commit: the in-memory parts let the rows go."""
+        self.ids_cache.written(found)
+        self.tags.removed(rowids)
+        self.file.committed()
 
     def clear(self) -> None:
         with self.file.writing() as c:

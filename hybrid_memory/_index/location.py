@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hybrid_memory._minilm import default_cache_dir
+from hybrid_memory._minilm_files import default_cache_dir
 from hybrid_memory._settings import HybridMemorySettings
 
 log = logging.getLogger("hybrid_memory")

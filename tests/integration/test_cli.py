@@ -132,6 +132,8 @@ def test_add_get_list_search_tags_stats_delete(tmp_path: Path) -> None:
         "bob-1",
     ]
     assert as_json("list", "--offset", "2", *store)["memories"][0]["id"] == "from-stdin"
+    newest = as_json("list", "--newest", "--limit", "2", *store)["memories"]
+    assert [m["id"] for m in newest] == ["from-stdin", "bob-1"]
     table = ok("list", *store)
     assert table.stdout.splitlines()[0].split() == ["id", "created", "tags", "text"]
     assert "1-3 of 3" in table.stderr

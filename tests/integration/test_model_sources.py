@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory import _minilm as minilm_module
+from hybrid_memory import _minilm_files as minilm_files
 from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._minilm import (
+from hybrid_memory._minilm_files import (
     CARRIERS,
     OFFLINE_EXTRA,
     REVISION,
@@ -49,7 +49,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No local source: an empty Hugging Face cache, no carrier; returns the cache dir."""
-    monkeypatch.setattr(minilm_module, "CARRIERS", NO_CARRIER)
+    monkeypatch.setattr(minilm_files, "CARRIERS", NO_CARRIER)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-hub"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     return tmp_path / "cache"
@@ -190,8 +190,8 @@ def test_an_unreachable_home_fails_at_once_naming_all_three(tmp_path: Path) -> N
     # A host that can never resolve (.invalid, RFC 2606), as on a machine without a
     # network; in a fresh process with the real default sources, no carrier.
     script = (
-        "from hybrid_memory import HybridMemory, _minilm\n"
-        f"_minilm.CARRIERS = {NO_CARRIER!r}\n"
+        "from hybrid_memory import HybridMemory, _minilm_files\n"
+        f"_minilm_files.CARRIERS = {NO_CARRIER!r}\n"
         "m = HybridMemory()\n"
         "try:\n"
         "    m.add('x')\n"
@@ -221,7 +221,7 @@ def test_an_unreachable_home_fails_at_once_naming_all_three(tmp_path: Path) -> N
 def test_a_server_that_never_answers_times_out(
     nowhere: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(minilm_module, "DOWNLOAD_TIMEOUT", 0.5)
+    monkeypatch.setattr(minilm_files, "DOWNLOAD_TIMEOUT", 0.5)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(4)  # connections queue, nobody ever answers

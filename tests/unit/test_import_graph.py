@@ -219,3 +219,18 @@ def test_import_and_the_cli_front_load_no_harness_and_no_framework() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert result.stdout.split("\n")[:2] == ["[]", "True"], result.stdout
+
+
+def test_the_shared_test_fixtures_need_nothing_from_the_benchmarks() -> None:
+    """The core's tests run without the ``benchmarks`` folder: the fixtures all tests load
+    (``tests/conftest.py``) import none of it (a study's own tests may)."""
+    code = (
+        "import sys, tests.conftest\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'benchmarks')\n"
+        "print(loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

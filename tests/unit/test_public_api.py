@@ -147,3 +147,77 @@ def test_error_messages() -> None:
     assert "pip install langchain-core" in str(md)
     with pytest.raises(KeyError):
         raise errors.MemoryNotFoundError("x")
+
+
+# --- how the public names show ------------------------------------------------------------
+
+
+def _public_classes() -> list[type]:
+    """The public classes but the retriever, which keeps its module: LangChain serialises
+    a retriever under its module path (tests/integration/test_retriever.py checks it)."""
+    return [
+        obj
+        for obj in (getattr(hybrid_memory, name) for name in hybrid_memory.__all__)
+        if inspect.isclass(obj) and obj.__name__ != "HybridRetriever"
+    ]
+
+
+def test_public_classes_show_as_hybrid_memory_x() -> None:
+    """As in httpx: a traceback names ``hybrid_memory.MemoryNotFoundError``, not the
+    private module that defines it."""
+    for cls in _public_classes():
+        assert cls.__module__ == "hybrid_memory", cls
+    code = "import hybrid_memory\nraise hybrid_memory.MemoryNotFoundError('m1')\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == "hybrid_memory.MemoryNotFoundError: no memory with id 'm1'", result.stderr
+
+
+def test_public_values_pickle_by_their_public_name() -> None:
+    import pickle
+
+    from hybrid_memory import AddResult, DeleteReport, Memory, MemoryNotFoundError, StoreError
+
+    memory = Memory("m1", "a text", ("a",), {"k": 1})
+    for value in (memory, MemoryNotFoundError("m1"), StoreError("down"), AddResult("m1", "added")):
+        data = pickle.dumps(value)
+        assert b"hybrid_memory._" not in data, value
+        again = pickle.loads(data)
+        assert type(again) is type(value)
+    assert pickle.loads(pickle.dumps(DeleteReport(["a"]))).ids == ("a",)
+
+
+def _documented_members(cls: type) -> list[tuple[str, object]]:
+    """The public methods and properties a class defines itself (not inherited ones)."""
+    members = []
+    for name, value in vars(cls).items():
+        if name.startswith("_") and name not in ("__init__", "__new__", "__call__"):
+            continue
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if inspect.isfunction(value) or isinstance(value, property):
+            members.append((name, value))
+    return members
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    """Each name of ``__all__``, and each public method and property its classes define,
+    says what it is (ruff's pydocstyle rules check the public modules; the core's public
+    classes live in private modules, which pydocstyle does not count as public)."""
+    missing = []
+    for name in hybrid_memory.__all__:
+        obj = getattr(hybrid_memory, name)
+        if not inspect.getdoc(obj):
+            missing.append(name)
+        if not inspect.isclass(obj):
+            continue
+        for member, value in _documented_members(obj):
+            if member in ("__init__", "__new__"):
+                continue  # the class docstring says how to make one
+            doc = value.__doc__ if not isinstance(value, property) else value.fget.__doc__
+            if not (doc or "").strip():
+                missing.append(f"{name}.{member}")
+    assert missing == []

@@ -75,11 +75,13 @@ class StrictTool(Tool):
 
     @property
     def allowed(self) -> list[str]:
+        """The names of the arguments the tool takes."""
         return list(self.parameters.get("properties", {}))
 
     async def run(
         self, arguments: dict[str, Any], context: Any, convert_result: bool = False
     ) -> Any:
+        """Run the tool, refusing an argument it does not take (naming the ones it does)."""
         unknown = [name for name in arguments if name not in self.allowed]
         if unknown:
             raise ToolError(f"Error executing tool {self.name}: {self._unknown(unknown)}")

@@ -25,6 +25,7 @@ __all__ = ["build_parser", "main", "run"]
 
 
 def build_parser(prog: str = "hybrid-memory mcp") -> argparse.ArgumentParser:
+    """The ``hybrid-memory mcp`` command line."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Serve a hybrid-memory store to MCP clients (tools: store_memory, "

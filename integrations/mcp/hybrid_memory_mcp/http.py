@@ -42,6 +42,7 @@ class BearerTokenMiddleware:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI entry: an HTTP request without the token is refused with 401."""
         if scope["type"] == "http":
             given = b""
             for key, value in scope.get("headers", ()):

@@ -35,6 +35,7 @@ class MemoryRecord(BaseModel):
 
     @classmethod
     def of(cls, memory: Memory) -> MemoryRecord:
+        """The record of a library :class:`~hybrid_memory.Memory`."""
         return cls(
             id=memory.id,
             text=memory.text,
@@ -144,6 +145,8 @@ class MemoryPage(BaseModel):
 
 
 class TagList(BaseModel):
+    """Every tag in use in the store (or namespace)."""
+
     tags: list[str] = Field(description="Every tag in use, sorted.")
 
 
@@ -164,6 +167,7 @@ class MemoryStats(BaseModel):
 
     @classmethod
     def of(cls, stats: StoreStats, tags: list[str], namespace: str | None) -> MemoryStats:
+        """The stats a client sees: the library's, without paths or addresses."""
         return cls(
             count=stats.count,
             indexed=stats.indexed,

@@ -124,6 +124,7 @@ class MCPServerSettings(BaseSettings):
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (localhost, 127.0.0.0/8, ::1)."""
     name = host.strip("[]").lower()
     if name in LOOPBACK_NAMES:
         return True

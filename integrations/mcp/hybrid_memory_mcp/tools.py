@@ -9,7 +9,6 @@ writes, so a refused call changes nothing.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
@@ -17,7 +16,13 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from hybrid_memory import DuplicateIdError, HybridMemory, HybridMemoryError, InvalidInputError
+from hybrid_memory import (
+    AddResult,
+    DuplicateIdError,
+    HybridMemory,
+    HybridMemoryError,
+    InvalidInputError,
+)
 from hybrid_memory_mcp.models import (
     DeleteResult,
     MemoryPage,
@@ -185,18 +190,9 @@ class MemoryTools:
         without an id, returns the existing memory's id with duplicate=true and writes
         nothing.
         """
-        memory = self.memory
         with library_errors():
-            if id is not None:
-                replaced = upsert and bool(memory.existing([id]))
-                new_id = memory.add(text, id=id, tags=tags, metadata=metadata, upsert=upsert)
-                return StoreResult(id=new_id, duplicate=False, replaced=replaced)
-            started = time.time()
-            new_id = memory.add(text, tags=tags, metadata=metadata)
-            # A new memory is created now; a duplicate's creation time is from before.
-            created = memory.get(new_id).created_at
-            duplicate = created is not None and created.timestamp() < started
-            return StoreResult(id=new_id, duplicate=duplicate, replaced=False)
+            result = self.memory.add(text, id=id, tags=tags, metadata=metadata, upsert=upsert)
+            return _store_result(result)
 
     def store_memories(
         self,
@@ -221,30 +217,12 @@ class MemoryTools:
         already stored with the same metadata, or given earlier in this call, without an
         id: the existing id is returned and nothing new written) and replaced.
         """
-        memory = self.memory
         items = [item.model_dump(exclude_none=True) for item in memories]
         with library_errors(), batch_positions(items):
             _refuse_repeated_ids(items)
-            started = time.time()
-            ids = memory.add_many(items, upsert=upsert)
-            # One read for the whole batch, not one per memory: what was created before
-            # the call began is a stored memory found again (no id) or replaced (an id).
-            created = {m.id: m.created_at for m in memory.get_many(list(dict.fromkeys(ids)))}
-            older = {
-                i for i, when in created.items() if when is not None and when.timestamp() < started
-            }
-            results: list[StoreResult] = []
-            seen: set[str] = set()  # ids returned so far for memories without an id
-            for item, new_id in zip(items, ids, strict=True):
-                if "id" in item:
-                    replaced = upsert and new_id in older
-                    results.append(StoreResult(id=new_id, duplicate=False, replaced=replaced))
-                    continue
-                # Stored before, or by an earlier memory of this call with the same text.
-                duplicate = new_id in older or new_id in seen
-                seen.add(new_id)
-                results.append(StoreResult(id=new_id, duplicate=duplicate, replaced=False))
-            return StoreManyResult(memories=results, written=sum(not r.duplicate for r in results))
+            report = self.memory.add_many(items, upsert=upsert)
+            results = [_store_result(result) for result in report.results]
+            return StoreManyResult(memories=results, written=report.written)
 
     def update_memory(
         self,
@@ -450,6 +428,15 @@ def _refuse_repeated_ids(items: list[dict[str, Any]]) -> None:
                 "once per call (nothing was stored)",
             )
         seen[memory_id] = position
+
+
+def _store_result(result: AddResult) -> StoreResult:
+    """The library's own word on what an add did (decided under its write lock)."""
+    return StoreResult(
+        id=result.id,
+        duplicate=result.outcome == "duplicate",
+        replaced=result.outcome == "replaced",
+    )
 
 
 def _preview(matched: int, memories: list[Any]) -> DeleteResult:

@@ -155,6 +155,21 @@ def export(request: Request) -> Response:
     namespace = request.query_params.get("ns", "")
     vectors = request.query_params.get("vectors") == "1"
     view = page.store.view(namespace)
+    try:
+        # The export ends with the namespaces under the store: a process that cannot list
+        # them (one that does not own an embedded path, beside its owner) would break the
+        # download half-way. Asked first, the page says so instead.
+        view.namespaces()
+    except HybridMemoryError as exc:
+        return page.render(
+            request,
+            "transfer.html",
+            status=409,
+            count=view.count(),
+            report=None,
+            error=f"export: {exc}",
+            ns=namespace,
+        )
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     name = f"hybrid-memory{'-' + namespace if namespace else ''}-{stamp}.jsonl"
     safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -55,19 +55,20 @@ def host_name(host_header: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def same_origin(headers: Headers, scheme: str) -> bool:
+def same_origin(headers: Headers) -> bool:
     """Whether a write comes from a page of this very server: its ``Origin``, else its
-    ``Referer``'s origin, equals ``scheme://<Host>``. Neither: refused (browsers send
-    ``Origin`` with every form post; a script without it is not a page of ours)."""
-    own = f"{scheme}://{headers.get('host', '')}".lower()
+    ``Referer``'s origin, is ``http(s)://<Host>`` (either scheme: behind a TLS proxy the
+    page is https while the request reaching this server is http). Neither header:
+    refused (browsers send ``Origin`` with every form post; a script without it is not a
+    page of ours)."""
+    own = headers.get("host", "").lower()
     origin = headers.get("origin")
-    if origin is not None:
-        return origin.lower() == own
-    referer = headers.get("referer")
-    if referer:
-        parts = urlsplit(referer)
-        return f"{parts.scheme}://{parts.netloc}".lower() == own
-    return False
+    if origin is None:
+        origin = headers.get("referer")
+        if not origin:
+            return False
+    parts = urlsplit(origin.lower())
+    return parts.scheme in ("http", "https") and bool(own) and parts.netloc == own
 
 
 def token_matches(given: str | None, token: str) -> bool:
@@ -109,7 +110,7 @@ class SecurityMiddleware:
                 "403: this server does not answer to that Host name", status_code=403
             )
         writing = method not in SAFE_METHODS
-        if writing and not same_origin(headers, request.url.scheme):
+        if writing and not same_origin(headers):
             return PlainTextResponse(
                 "403: writes are accepted from this server's own pages only "
                 "(the request's Origin or Referer is another site, or missing)",

@@ -84,6 +84,14 @@ def test_browse_is_newest_first_and_pages_through_everything(tmp_path: Path, pag
         assert page.locator("[data-total]").get_attribute("data-total") == "120"
         page.goto(server.url + "/?when=gibberish+time")
         assert "not a time hybrid-memory reads" in page.locator(".error").inner_text()
+        # Stats: the count, the charts, each tag's count.
+        page.goto(server.url + "/stats")
+        assert page.locator("[data-count]").get_attribute("data-count") == "120"
+        assert page.locator("svg.chart").count() == 3  # per bucket, over time, tags
+        titles = page.locator("svg.chart rect title").evaluate_all(
+            "titles => titles.map(t => t.textContent)"
+        )
+        assert "garden: 40" in titles and "office: 80" in titles
 
 
 def test_search_shows_why_and_one_leg_alone(tmp_path: Path, page: Any) -> None:
@@ -274,6 +282,14 @@ def test_the_page_beside_a_process_that_holds_the_store(tmp_path: Path) -> None:
             assert edited.status_code == 303
             holder.sync()
             assert holder.get("n001").text == "edited on the page"
+            # The export needs the namespaces, which a process beside the path's owner can
+            # list only once the owner serves them: a download, or a page saying why
+            # (never a download broken half-way).
+            export = client.get("/export")
+            if export.status_code == 200:
+                assert export.text.count('"id"') >= 5 and '"n001"' in export.text
+            else:
+                assert export.status_code == 409 and "export:" in export.text
             holder.add("written by the holder", id="held")
             deadline = time.monotonic() + 20
             while 'data-id="held"' not in client.get("/").text:

@@ -110,9 +110,17 @@ def test_host_and_origin_parsing() -> None:
         "localhost",
         "::1",
     ]
-    own = Headers({"host": "127.0.0.1:8777", "origin": "http://127.0.0.1:8777"})
-    assert same_origin(own, "http")
-    assert not same_origin(Headers({"host": "127.0.0.1:8777", "origin": "null"}), "http")
-    referer = Headers({"host": "127.0.0.1:8777", "referer": "http://127.0.0.1:8777/x?y"})
-    assert same_origin(referer, "http")
-    assert not same_origin(Headers({"host": "127.0.0.1:8777"}), "http")
+
+    def check(**headers: str) -> bool:
+        return same_origin(Headers({"host": "127.0.0.1:8777", **headers}))
+
+    assert check(origin="http://127.0.0.1:8777")
+    assert check(origin="https://127.0.0.1:8777")  # a page served through a TLS proxy
+    assert check(referer="http://127.0.0.1:8777/x?y")
+    assert not check(origin="null")
+    assert not check(origin="http://127.0.0.1:8778")
+    assert not check(origin="http://evil.example")
+    assert not check(origin="ftp://127.0.0.1:8777")
+    assert not check(referer="http://127.0.0.1:8777.evil.example/")
+    assert not check()
+    assert not same_origin(Headers({"origin": "http://"}))  # no Host: nothing matches

@@ -8,10 +8,7 @@
     graph = builder.compile(store=store)
 """
 
-from langgraph.store.hybrid_memory.store import (
-    AsyncHybridMemoryStore,
-    HybridIndexConfig,
-    HybridMemoryStore,
-)
+from langgraph.store.hybrid_memory._async_store import AsyncHybridMemoryStore
+from langgraph.store.hybrid_memory.store import HybridIndexConfig, HybridMemoryStore
 
 __all__ = ["AsyncHybridMemoryStore", "HybridIndexConfig", "HybridMemoryStore"]
