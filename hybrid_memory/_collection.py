@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import random
+import socket
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -19,8 +22,11 @@ from hybrid_memory._errors import (
     MemoryNotFoundError,
     StoreError,
 )
-from hybrid_memory._ownership import WRITE_OPERATIONS, acquire
+from hybrid_memory._index.file import why_no_room
+from hybrid_memory._owner_server import WRITE_OPERATIONS
+from hybrid_memory._ownership import acquire
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
+from hybrid_memory._room import check_room
 from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._write_marker import WriteMarker
 
@@ -58,12 +64,14 @@ class ChromaCollection:
         # An embedded path is shared with the other processes on it through its owner
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
-        self._ownership = acquire(path) if path else None
+        self._ownership = (
+            acquire(path, settings.request_timeout, settings.write_reserve) if path else None
+        )
         self._own_writes = 0  # writes this object made on the path (see others_writes)
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
-            self.client = self._ownership.client
+            self.client = self._ownership.client(settings.request_timeout)
         else:
             self.client = client if client is not None else _make_client(settings, attempts=5)
         try:
@@ -79,18 +87,37 @@ class ChromaCollection:
 
     def call(self, operation: str, **kwargs: Any) -> Any:
         """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
+        if operation in WRITE_OPERATIONS and self._ownership is not None and self._settings.path:
+            check_room(self._settings.path, self._settings.write_reserve)
         if operation in WRITE_OPERATIONS and self._ownership is not None:
             self._own_writes += 1  # before the path's count: never seen as another's
             self._ownership.note_write()
         try:
             return getattr(self._collection, operation)(**kwargs)
-        except InvalidInputError:
+        except (InvalidInputError, StoreError):
             raise
         except Exception as exc:
-            raise StoreError(f"Chroma {operation} failed: {exc}") from exc
+            if self._settings.url and _is_timeout(exc):
+                raise StoreError(
+                    f"Chroma {operation} failed: the Chroma server at {self._settings.url} did "
+                    f"not answer within {self._settings.request_timeout:g} s (request_timeout, "
+                    "HYBRID_MEMORY_REQUEST_TIMEOUT); the next call asks again. A write that "
+                    "timed out may still be applied by the server."
+                ) from exc
+            raise StoreError(f"Chroma {operation} failed: {exc}{self._no_room(operation)}") from exc
 
     def count(self) -> int:
         return int(self.call("count"))
+
+    def _no_room(self, operation: str) -> str:
+        """Why a write of an embedded store may have failed for want of room on disk
+        (the disk nearly full, a file size limit), to name in its error; "" when
+        neither holds, or for a read."""
+        path = self._settings.path
+        if not path or operation not in WRITE_OPERATIONS:
+            return ""
+        reason = why_no_room(path)
+        return f" (in {path}: {reason})" if reason else ""
 
     # --- reading records ------------------------------------------------------------------
 
@@ -260,14 +287,37 @@ class ChromaCollection:
         metadatas: list[dict[str, Any]],
     ) -> None:
         """``add`` or ``upsert`` these rows (text as the document) with their vectors and
-        their metadata as Chroma stores it: one write, of at most :meth:`max_batch` rows."""
-        self.call(
-            operation,
-            ids=[r.id for r in rows],
-            embeddings=vectors,
-            documents=[r.text for r in rows],
-            metadatas=metadatas,
-        )
+        their metadata as Chroma stores it: one write, of at most :meth:`max_batch` rows.
+
+        An ``add`` (of ids the store generated) either returns with every record stored or
+        raises with none stored: Chroma can fail an add after its log took the records
+        (embedded Chroma on a full disk: "Error in compaction", the records applied at the
+        next open), so a failed add whose records are all found is reported as done, and
+        one whose records are not all found is taken back with a delete of its ids before
+        the error is raised."""
+        ids = [r.id for r in rows]
+        try:
+            self.call(
+                operation,
+                ids=ids,
+                embeddings=vectors,
+                documents=[r.text for r in rows],
+                metadatas=metadatas,
+            )
+        except StoreError as failure:
+            if operation != "add":
+                raise
+            with contextlib.suppress(StoreError):
+                if len(self.existing(ids)) == len(ids):
+                    return  # stored after all: the add stands
+            try:
+                self.call("delete", ids=ids)
+            except StoreError as undo:
+                raise StoreError(
+                    f"{failure}; taking the add back failed too ({undo}), so its "
+                    f"{len(ids)} memories may appear once Chroma recovers"
+                ) from failure
+            raise
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the records with these ids (distinct), a page at a time."""
@@ -435,15 +485,65 @@ def _new_client(settings: HybridMemorySettings) -> Any:
                 f"expected http(s)://host[:port], got {settings.url!r}",
             )
         port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+        _check_answers(settings.url, settings.request_timeout)
         try:
-            return chromadb.HttpClient(
+            client = chromadb.HttpClient(
                 host=parsed.hostname,
                 port=port,
                 ssl=parsed.scheme == "https",
             )
+            _set_timeout(client, settings.request_timeout)
+            return client
         except Exception as exc:
             raise StoreError(
                 f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
                 f"({_SERVER_HINT})"
             ) from exc
     return chromadb.EphemeralClient()
+
+
+def _check_answers(url: str, timeout: float) -> None:
+    """Raise StoreError unless the server at ``url`` answers a heartbeat within
+    ``timeout`` seconds: Chroma's client asks the server while it is made, with no
+    deadline of its own, so a server that accepts connections and never answers would
+    hang the opening of a store."""
+    heartbeat = url.rstrip("/") + "/api/v2/heartbeat"
+    try:
+        with urllib.request.urlopen(heartbeat, timeout=timeout) as answer:
+            answer.read(1024)
+    except urllib.error.HTTPError:
+        return  # it answered (an older server, a proxy's page): Chroma's client will tell
+    except TimeoutError as exc:
+        raise StoreError(
+            f"the Chroma server at {url} accepted the connection but did not answer within "
+            f"{timeout:g} s (request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT); is it stopped "
+            f"or overloaded? ({_SERVER_HINT})"
+        ) from exc
+    except (OSError, urllib.error.URLError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            raise StoreError(
+                f"the Chroma server at {url} did not answer within {timeout:g} s "
+                f"(request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT) ({_SERVER_HINT})"
+            ) from exc
+        raise StoreError(
+            f"could not reach the Chroma server at {url}: {reason}. Is it running? ({_SERVER_HINT})"
+        ) from exc
+
+
+def _set_timeout(client: Any, timeout: float) -> None:
+    """Give every request of a Chroma HTTP client a deadline: chromadb makes its httpx
+    session with ``timeout=None`` and has no setting for it."""
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is not None:
+        session.timeout = timeout
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether a Chroma HTTP call failed for want of an answer in time (httpx's
+    ReadTimeout, WriteTimeout, ConnectTimeout, PoolTimeout; or a plain TimeoutError)."""
+    while exc is not None:
+        if isinstance(exc, TimeoutError) or type(exc).__name__.endswith("Timeout"):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False

@@ -10,18 +10,22 @@ on every read. Two MCP clients launching ``hybrid-memory mcp`` on one
 
 How:
 
-* **One owner per path**, elected with an OS file lock (``flock`` on
-  ``hybrid-memory-owner.lock`` in the store directory), held for the owner's life. The
+* **One owner per path**, elected with an OS file lock (:mod:`hybrid_memory._path_lock`
+  on ``hybrid-memory-owner.lock`` in the store directory), held for the owner's life. The
   kernel frees the lock when the owner exits or is killed (kill -9 included), so a dead
   owner can never block the path. The owner opens embedded Chroma as a single process
   would: its own calls go straight to Chroma (a single process is as fast as before).
-* **The owner serves the others** on a loopback socket (stdlib
-  ``multiprocessing.connection``: 127.0.0.1, a free port, an HMAC challenge with a random
-  key before anything is unpickled). The address and key are in
-  ``hybrid-memory-owner.json`` (mode 0600, so only the user owning the store reads it).
-  A non-owner's collection is a :class:`ProxyCollection` with the surface
-  :class:`~hybrid_memory._collection.ChromaCollection` uses; each call is one request,
-  sent on a connection of a small per-process pool (threads do not wait for each other).
+* **The owner serves the others** on a loopback socket (:mod:`hybrid_memory._owner_server`;
+  the address, the key and the connections in :mod:`hybrid_memory._owner_link`). A
+  non-owner's collection is a :class:`~hybrid_memory._owner_proxy.ProxyCollection` with the
+  surface :class:`~hybrid_memory._collection.ChromaCollection` uses; each call is one
+  request, sent on a connection of a small per-process pool (threads do not wait for each
+  other).
+* **Every request has a deadline** (the store's ``request_timeout``). An owner that is
+  stopped, not dead (SIGSTOP, a debugger, a suspended laptop), keeps its lock, so nobody
+  can take over: the request fails with :class:`StoreError` naming the owner's pid and the
+  setting, and the next request asks again (and succeeds once the owner resumes, or once
+  it exited and another process took over).
 * **When the owner goes away** (closed, crashed, killed), its clients' connections fail;
   each of them runs the election again: one takes the lock and opens embedded Chroma
   (which replays Chroma's write-ahead log: every write the old owner acknowledged is
@@ -42,48 +46,42 @@ machine (a shared file system: loopback cannot reach it; use a Chroma server).
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import gc
-import json
 import os
 import random
-import secrets
-import socket
 import threading
 import time
-from collections.abc import Callable
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from hybrid_memory._errors import HybridMemoryError, StoreError
+from hybrid_memory._errors import StoreError
+from hybrid_memory._owner_link import (
+    ADDRESS_FILE,
+    OwnerGone,
+    OwnerSilent,
+    alive,
+    connect,
+    exchange,
+    machine,
+    read_address,
+)
+from hybrid_memory._owner_proxy import ProxyClient
+from hybrid_memory._owner_server import (
+    RemoteChromaError,
+    _Dispatcher,
+    _Server,
+)
+from hybrid_memory._path_lock import PathLock
+from hybrid_memory._room import check_room
 
 LOCK_FILE = "hybrid-memory-owner.lock"
-ADDRESS_FILE = "hybrid-memory-owner.json"
 # How long a process keeps trying to find or become the owner of a path (the owner may
 # be opening a large store, on a loaded machine) before it gives up.
 ELECTION_PATIENCE = 120.0
-# How often an idle connection handler of the owner checks whether it is closing.
-_IDLE_CHECK = 0.25
-_WAKE_TIMEOUT = 5.0  # seconds for the owner's own connection that wakes its accepting thread
-
-_CLIENT_OPERATIONS = frozenset(
-    {"get_or_create_collection", "get_max_batch_size", "delete_collection"}
-)
-_COLLECTION_OPERATIONS = frozenset({"get", "query", "add", "upsert", "delete", "count", "modify"})
-# The operations that write: counted, by the owner of a path, whoever asks for them.
-WRITE_OPERATIONS = frozenset({"add", "upsert", "delete", "modify", "delete_collection"})
-
-
-class RemoteChromaError(Exception):
-    """A Chroma call the owner of the path made for this process failed there (the
-    owner's message; :class:`~hybrid_memory._collection.ChromaCollection` turns it into
-    :class:`StoreError` as it does a local failure)."""
-
-
-class _OwnerGone(Exception):
-    """The connection to the owner broke: elect again, then send the request again."""
+# The deadline of a request when the caller names none (HybridMemorySettings.request_timeout).
+DEFAULT_REQUEST_TIMEOUT = 30.0
+_SETTING = "request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT"
 
 
 # --- one process's share of a path ----------------------------------------------------------
@@ -92,10 +90,17 @@ _registry: dict[str, PathOwnership] = {}
 _registry_lock = threading.Lock()
 
 
-def acquire(path: str) -> PathOwnership:
+def acquire(
+    path: str,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    write_reserve: int = 0,
+) -> PathOwnership:
     """This process's handle on an embedded store path (one per path per process: an OS
     file lock is per open file, so two stores of one process on one path must share
-    it), counted: :meth:`PathOwnership.release` once per acquire."""
+    it), counted: :meth:`PathOwnership.release` once per acquire. ``request_timeout``
+    bounds each wait for the owner while electing (the owner's handshake);
+    ``write_reserve`` is the room the owner keeps on disk when it writes for others
+    (:mod:`hybrid_memory._room`)."""
     key = str(Path(path).resolve())
     with _registry_lock:
         ownership = _registry.get(key)
@@ -103,6 +108,8 @@ def acquire(path: str) -> PathOwnership:
             ownership = PathOwnership(key, str(path))
             _registry[key] = ownership
         ownership.users += 1
+        ownership.request_timeout = request_timeout
+        ownership.write_reserve = write_reserve
     try:
         ownership.start()
     except BaseException:
@@ -118,9 +125,7 @@ def _forget_after_fork() -> None:
     global _registry_lock
     _registry_lock = threading.Lock()
     for ownership in _registry.values():
-        if ownership._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(ownership._lock_fd)
+        ownership._lock.forget()
         # The parent's sockets too: a child keeping them open would leave the parent's
         # clients waiting on connections nobody answers once the parent died.
         if ownership._server is not None:
@@ -135,7 +140,8 @@ def _forget_after_fork() -> None:
     _registry.clear()
 
 
-os.register_at_fork(after_in_child=_forget_after_fork)
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class PathOwnership:
@@ -151,7 +157,9 @@ class PathOwnership:
         self.users = 0
         self._writes_lock = threading.Lock()
         self._writes_begun = 0  # see note_write
-        self._lock_fd: int | None = None
+        self._lock = PathLock(Path(path) / LOCK_FILE)
+        self.request_timeout = DEFAULT_REQUEST_TIMEOUT  # the handshake's deadline
+        self.write_reserve = 0  # bytes kept free when writing (see _room)
         self._election = threading.Lock()
         self._started = False
         # As the owner:
@@ -171,13 +179,13 @@ class PathOwnership:
     def is_owner(self) -> bool:
         return self._chroma is not None
 
-    @property
-    def client(self) -> Any:
+    def client(self, request_timeout: float) -> Any:
         """What a store's :class:`ChromaCollection` uses as its Chroma client: the
-        embedded client itself when this process owns the path, else a proxy."""
+        embedded client itself when this process owns the path, else a proxy whose
+        requests wait at most ``request_timeout`` seconds for the owner."""
         if self._chroma is not None:
             return self._chroma
-        return ProxyClient(self)
+        return ProxyClient(self, request_timeout)
 
     def start(self) -> None:
         with self._election:
@@ -199,7 +207,7 @@ class PathOwnership:
                 self._server.stop()
                 self._server = None
                 with contextlib.suppress(OSError):
-                    if _read_address(self.path).get("pid") == os.getpid():
+                    if read_address(self.path).get("pid") == os.getpid():
                         os.unlink(Path(self.path) / ADDRESS_FILE)
             if self._chroma is not None:
                 with contextlib.suppress(Exception):
@@ -210,11 +218,7 @@ class PathOwnership:
                 # cycle of its own is collected: collect it now, so that close()
                 # really gives every file back.
                 gc.collect()
-            if self._lock_fd is not None:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                    os.close(self._lock_fd)
-                self._lock_fd = None
+            self._lock.close()
             self._started = False
 
     def note_write(self) -> None:
@@ -228,11 +232,19 @@ class PathOwnership:
         not own the path (the writes of other processes then go elsewhere)."""
         return None if self._chroma is None else self._writes_begun
 
-    def perform(self, target: str | None, operation: str, kwargs: dict[str, Any]) -> Any:
+    def perform(
+        self,
+        target: str | None,
+        operation: str,
+        kwargs: dict[str, Any],
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> Any:
         """One Chroma operation on the path: ``target`` is a collection name (None: the
         client). Done here when this process owns the path, else by the owner; a broken
         connection is followed by an election and the request again (see the module
-        docstring for why every request may be repeated)."""
+        docstring for why every request may be repeated). An owner that is alive but
+        does not answer within ``timeout`` seconds (stopped, stuck) fails the request
+        with StoreError naming its pid; the next request asks again."""
         deadline = time.monotonic() + ELECTION_PATIENCE
         while True:
             if self._chroma is not None:
@@ -240,8 +252,10 @@ class PathOwnership:
                 return self._dispatch(target, operation, kwargs)
             generation = self._generation
             try:
-                return self._ask(target, operation, kwargs)
-            except _OwnerGone as gone:
+                return self._ask(target, operation, kwargs, timeout)
+            except OwnerSilent as silent:
+                raise self._silent_error(operation, timeout, silent) from silent
+            except OwnerGone as gone:
                 if time.monotonic() > deadline:
                     raise StoreError(
                         f"the owner of the store {self.path} went away and no process took "
@@ -266,16 +280,18 @@ class PathOwnership:
                 self._become_owner()
                 self._generation = generation
                 return
-            address = _read_address(self.path)
+            address = read_address(self.path)
             waited_for = self._check_owner(address) or ""
             if not waited_for:
                 try:
                     key = bytes.fromhex(address["key"])
                     where = (str(address["host"]), int(address["port"]))
-                    self._idle_put(_connect(where, key))
+                    self._idle_put(connect(where, key, self.request_timeout))
                     self._address = (where, key)
                     self._generation = generation
                     return
+                except OwnerSilent as silent:
+                    raise self._silent_error("open", self.request_timeout, silent) from silent
                 except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
                     waited_for = f"the owner did not answer: {exc}"
             if time.monotonic() > deadline:
@@ -292,7 +308,7 @@ class PathOwnership:
         machine is refused."""
         if not address:
             return "the owner has not published its address yet"
-        if address.get("machine") != _machine():
+        if address.get("machine") != machine():
             raise StoreError(
                 f"the store {self.path} is in use by a process on another machine "
                 f"({address.get('machine')!r}, pid {address.get('pid')}): an embedded store "
@@ -300,67 +316,54 @@ class PathOwnership:
                 "between machines instead (url=, HYBRID_MEMORY_URL)"
             )
         pid = address.get("pid")
-        if not isinstance(pid, int) or not _alive(pid):
+        if not isinstance(pid, int) or not alive(pid):
             return f"the recorded owner (pid {pid}) is gone"
         return None
 
     def _take_lock(self) -> bool:
-        if self._lock_fd is None:
-            lock = Path(self.path) / LOCK_FILE
-            try:
-                self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError as exc:
-                raise StoreError(
-                    f"could not open the store's lock file {lock}: {exc.strerror}; the store "
-                    "directory must be writable"
-                ) from exc
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                return False
-            raise StoreError(
-                f"the file system of {self.path} does not support file locks ({exc.strerror}), "
-                "which processes sharing an embedded store need; put the store on a local "
-                "disk, or use a Chroma server (url=, HYBRID_MEMORY_URL)"
-            ) from exc
+        return self._lock.try_take()
 
     def _become_owner(self) -> None:
         """Open embedded Chroma and serve it; the lock is held."""
         try:
             self._chroma = _open_embedded(self._chroma_path)
-            self._dispatch = _Dispatcher(self._chroma)
+            self._dispatch = _Dispatcher(
+                self._chroma, lambda: check_room(self.path, self.write_reserve)
+            )
             self._server = _Server(self.path, self._dispatch, self.note_write)
         except BaseException:
             if self._chroma is not None:
                 with contextlib.suppress(Exception):
                     self._chroma.close()
                 self._chroma = None
-            assert self._lock_fd is not None
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            self._lock.unlock()
             raise
         self._address = None
 
     # --- asking the owner -----------------------------------------------------------------
 
-    def _ask(self, target: str | None, operation: str, kwargs: dict[str, Any]) -> Any:
+    def _ask(
+        self, target: str | None, operation: str, kwargs: dict[str, Any], timeout: float
+    ) -> Any:
         connection = self._idle_take()
-        try:
-            connection.send((target, operation, kwargs))
-            status, value = connection.recv()
-        except (OSError, EOFError) as exc:
-            with contextlib.suppress(OSError):
-                connection.close()
-            raise _OwnerGone(str(exc) or type(exc).__name__) from exc
+        status, value = exchange(connection, (target, operation, kwargs), timeout)
         self._idle_put(connection)
         if status == "ok":
             return value
         if status == "closing":
-            raise _OwnerGone("the owner is closing")
+            raise OwnerGone("the owner is closing")
         raise RemoteChromaError(value)
+
+    def _silent_error(self, operation: str, timeout: float, why: Exception) -> StoreError:
+        """The error of a request the owner did not answer in time."""
+        pid = read_address(self.path).get("pid", "unknown")
+        return StoreError(
+            f"the process that owns the store {self.path} (pid {pid}) did not answer "
+            f"{operation!r} within {timeout:g} s ({why}): it is alive but stopped or stuck "
+            f"(SIGSTOP, a debugger, a suspended machine). It keeps the store until it "
+            f"resumes or exits; the next call asks again. The deadline is the setting "
+            f"{_SETTING}. A write that timed out may still be applied when the owner resumes."
+        )
 
     def _idle_take(self) -> Connection:
         with self._idle_lock:
@@ -368,11 +371,11 @@ class PathOwnership:
                 return self._idle.pop()
             address = self._address
         if address is None:
-            raise _OwnerGone("no owner")
+            raise OwnerGone("no owner")
         try:
-            return _connect(*address)
+            return connect(*address, self.request_timeout)
         except (OSError, EOFError) as exc:
-            raise _OwnerGone(f"could not connect: {exc}") from exc
+            raise OwnerGone(f"could not connect: {exc}") from exc
 
     def _idle_put(self, connection: Connection) -> None:
         with self._idle_lock:
@@ -385,46 +388,6 @@ class PathOwnership:
         for connection in idle:
             with contextlib.suppress(OSError):
                 connection.close()
-
-
-def _connect(address: tuple[str, int], key: bytes) -> Connection:
-    connection = Client(address, authkey=key)
-    return connection
-
-
-def _machine() -> str:
-    return socket.gethostname()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _read_address(path: str) -> dict[str, Any]:
-    try:
-        found = json.loads((Path(path) / ADDRESS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _write_address(path: str, host: str, port: int, key: bytes) -> None:
-    """The owner's address and key, for the processes of this user only: written to a
-    0600 file, then renamed into place (a reader never sees half of it)."""
-    target = Path(path) / ADDRESS_FILE
-    temporary = target.with_name(f".{ADDRESS_FILE}.{os.getpid()}.tmp")
-    record = {"pid": os.getpid(), "machine": _machine(), "host": host, "port": port}
-    record["key"] = key.hex()
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as out:
-        json.dump(record, out)
-    os.replace(temporary, target)
 
 
 def _open_embedded(path: str) -> Any:
@@ -451,215 +414,3 @@ def forget_embedded(path: str) -> None:
     with contextlib.suppress(Exception):
         SharedSystemClient._identifier_to_system.pop(path, None)
         SharedSystemClient._identifier_to_refcount.pop(path, None)
-
-
-# --- the owner's side -----------------------------------------------------------------------
-
-
-class _Dispatcher:
-    """Runs requests on the embedded client: the owner's answers to its clients, and a
-    former client's own calls once it became the owner. Only the operations a store
-    makes are served. Collections are looked up once by name (a lookup is a query of
-    Chroma's own catalogue), again after a collection was deleted."""
-
-    def __init__(self, chroma: Any) -> None:
-        self.chroma = chroma
-        self._collections: dict[str, Any] = {}
-
-    def __call__(self, target: str | None, operation: str, kwargs: dict[str, Any]) -> Any:
-        chroma = self.chroma
-        if target is None:
-            if operation not in _CLIENT_OPERATIONS:
-                raise RemoteChromaError(f"operation {operation!r} is not served")
-            if operation == "get_or_create_collection":
-                collection = chroma.get_or_create_collection(**kwargs, embedding_function=None)
-                self._collections[collection.name] = collection
-                return {"id": str(collection.id), "metadata": collection.metadata}
-            if operation == "delete_collection":
-                self._collections.pop(kwargs.get("name", ""), None)
-            return getattr(chroma, operation)(**kwargs)
-        if operation not in _COLLECTION_OPERATIONS:
-            raise RemoteChromaError(f"operation {operation!r} is not served")
-        collection = self._collections.get(target)
-        if collection is None:
-            collection = chroma.get_collection(target, embedding_function=None)
-            self._collections[target] = collection
-        result = getattr(collection, operation)(**kwargs)
-        if operation == "modify":
-            return collection.metadata
-        return result
-
-
-def _is_write(request: Any) -> bool:
-    """Whether a peer's request (``(target, operation, kwargs)``) asks for a write; a
-    malformed one counts as a write (the count only ever errs on the safe side)."""
-    try:
-        return request[1] in WRITE_OPERATIONS
-    except Exception:
-        return True
-
-
-class _Server:
-    """The owner's loopback listener: one thread accepting, one thread per connection."""
-
-    def __init__(self, path: str, dispatch: _Dispatcher, note_write: Callable[[], None]) -> None:
-        self._dispatch = dispatch
-        self._note_write = note_write  # told before each write request is run
-        self._key = secrets.token_bytes(32)
-        self._listener = Listener(("127.0.0.1", 0), authkey=self._key)
-        self._address: tuple[str, int] = self._listener.address
-        self._closing = False
-        self._busy = 0
-        self._quiet = threading.Condition()
-        self._connections: set[Connection] = set()
-        self._threads: list[threading.Thread] = []
-        self._accepting = threading.Thread(
-            target=self._accept, name="hybrid-memory-owner", daemon=True
-        )
-        self._accepting.start()
-        _write_address(path, self._address[0], self._address[1], self._key)
-
-    def _accept(self) -> None:
-        while not self._closing:
-            try:
-                connection = self._listener.accept()
-            except Exception:  # a peer that failed the challenge, or the listener closed
-                if self._closing:
-                    return
-                continue
-            if self._closing:
-                connection.close()
-                return
-            with self._quiet:
-                self._connections.add(connection)
-            thread = threading.Thread(
-                target=self._serve, args=(connection,), name="hybrid-memory-peer", daemon=True
-            )
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(thread)
-            thread.start()
-
-    def _serve(self, connection: Connection) -> None:
-        try:
-            while True:
-                if not connection.poll(_IDLE_CHECK):
-                    if self._closing:
-                        return
-                    continue
-                request = connection.recv()
-                with self._quiet:
-                    if self._closing:
-                        connection.send(("closing", None))
-                        return
-                    self._busy += 1
-                    if _is_write(request):
-                        self._note_write()
-                try:
-                    reply = self._answer(request)
-                finally:
-                    with self._quiet:
-                        self._busy -= 1
-                        self._quiet.notify_all()
-                connection.send(reply)
-        except Exception:  # the client went away, or sent what is not a request
-            return
-        finally:
-            with self._quiet:
-                self._connections.discard(connection)
-            with contextlib.suppress(OSError):
-                connection.close()
-
-    def _answer(self, request: Any) -> tuple[str, Any]:
-        try:
-            target, operation, kwargs = request
-            return ("ok", self._dispatch(target, operation, dict(kwargs)))
-        except HybridMemoryError as exc:
-            return ("error", str(exc))
-        except Exception as exc:
-            return ("error", f"{exc}" or type(exc).__name__)
-
-    def stop(self) -> None:
-        """Stop taking requests, let the ones running finish (their answers are sent),
-        then close every connection: the clients elect a new owner and send again."""
-        with self._quiet:
-            self._closing = True
-        # Wake the accepting thread with a bare connection, which its handshake then
-        # refuses. Not a client's: that waits for the handshake, forever when the
-        # thread already left (it accepted a peer after _closing was set, and returned).
-        with contextlib.suppress(OSError):
-            socket.create_connection(self._address, timeout=_WAKE_TIMEOUT).close()
-        self._accepting.join(timeout=5)
-        self._listener.close()
-        with self._quiet:
-            self._quiet.wait_for(lambda: self._busy == 0, timeout=60)
-        for thread in list(self._threads):
-            thread.join(timeout=2 * _IDLE_CHECK + 1)
-
-
-# --- a non-owner's view of the path ---------------------------------------------------------
-
-
-class ProxyClient:
-    """The part of a Chroma client a store uses, answered by the owner of the path."""
-
-    def __init__(self, ownership: PathOwnership) -> None:
-        self._ownership = ownership
-
-    def get_or_create_collection(
-        self,
-        name: str,
-        configuration: Any = None,
-        metadata: Any = None,
-        embedding_function: Any = None,
-    ) -> ProxyCollection:
-        got = self._ownership.perform(
-            None,
-            "get_or_create_collection",
-            {"name": name, "configuration": configuration, "metadata": metadata},
-        )
-        return ProxyCollection(self._ownership, name, got["id"], got["metadata"])
-
-    def get_max_batch_size(self) -> int:
-        return int(self._ownership.perform(None, "get_max_batch_size", {}))
-
-    def delete_collection(self, name: str) -> None:
-        self._ownership.perform(None, "delete_collection", {"name": name})
-
-
-class ProxyCollection:
-    """The part of a Chroma collection a store uses, answered by the owner of the path."""
-
-    def __init__(
-        self, ownership: PathOwnership, name: str, collection_id: str, metadata: Any
-    ) -> None:
-        self._ownership = ownership
-        self.name = name
-        self.id = collection_id
-        self.metadata = metadata
-
-    def _call(self, operation: str) -> Callable[..., Any]:
-        def call(**kwargs: Any) -> Any:
-            return self._ownership.perform(self.name, operation, kwargs)
-
-        return call
-
-    def get(self, **kwargs: Any) -> Any:
-        return self._call("get")(**kwargs)
-
-    def query(self, **kwargs: Any) -> Any:
-        return self._call("query")(**kwargs)
-
-    def add(self, **kwargs: Any) -> Any:
-        return self._call("add")(**kwargs)
-
-    def upsert(self, **kwargs: Any) -> Any:
-        return self._call("upsert")(**kwargs)
-
-    def delete(self, **kwargs: Any) -> Any:
-        return self._call("delete")(**kwargs)
-
-    def count(self) -> int:
-        return int(self._call("count")())
-
-    def modify(self, **kwargs: Any) -> None:
-        self.metadata = self._call("modify")(**kwargs)

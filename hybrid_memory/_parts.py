@@ -13,6 +13,7 @@ from typing import Any
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
 from hybrid_memory._errors import StoreError
+from hybrid_memory._exit import close_at_exit, closed
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.location import index_path, server_identity
 from hybrid_memory._namespaces import (
@@ -87,6 +88,7 @@ class StoreParts:
         self.closed = False
         self._namespaces: dict[str, StoreParts] = {}
         self._namespaces_lock = threading.Lock()
+        close_at_exit(self)  # see hybrid_memory._exit: no thread left running at exit
 
     def open_namespace(self, name: str) -> StoreParts:
         """The parts of namespace ``name`` (a valid one), opened on first use: a collection
@@ -136,7 +138,10 @@ class StoreParts:
         return sorted({name for name in found if name is not None})
 
     def close(self) -> None:
+        closed(self)
         with self._namespaces_lock:
+            if self.closed:
+                return
             self.closed = True
             namespaces, self._namespaces = list(self._namespaces.values()), {}
         for parts in namespaces:

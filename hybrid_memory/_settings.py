@@ -51,6 +51,27 @@ class HybridMemorySettings(BaseSettings):
         description="Chroma collection name: 3-512 characters of [a-zA-Z0-9._-].",
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$",
     )
+    request_timeout: float = Field(
+        30.0,
+        gt=0.0,
+        le=3600.0,
+        description="Seconds a request may wait for its answer: from the Chroma server (url), "
+        "or, on an embedded path shared by several processes, from the process that owns the "
+        "path. One that does not answer in time (stopped, stuck, a server that accepts "
+        "connections and never answers) fails the call with StoreError naming it; the next "
+        "call asks again. A write that timed out may still be applied once the other side "
+        "resumes. Not applied to a client you pass yourself (client=).",
+    )
+    write_reserve: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Bytes of free space an embedded store keeps in reserve: a write is "
+        "refused with StoreError (nothing of it stored) while the store's disk has less free "
+        "space than this, or its files are within this of the process's file size limit "
+        "(RLIMIT_FSIZE). Embedded Chroma hangs once its files cannot grow, so writes stop "
+        "short of that; reads go on, and writes resume once space returns. 0 disables the "
+        "check. Not applied to a server store (its disk is the server's).",
+    )
     index_path: str | None = Field(
         None,
         description="SQLite file of the derived keyword index. Default: inside `path`; for "

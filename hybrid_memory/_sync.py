@@ -20,12 +20,12 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._errors import StoreError
-from hybrid_memory._index.file import is_damage
+from hybrid_memory._index.file import index_failure, is_damage, is_full
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._records import UPDATED_KEY, IndexRow
 from hybrid_memory._tags import TagCache
@@ -213,8 +213,12 @@ class IndexSync:
             watermark = None if full else index.watermark()
             where = None if watermark is None else {UPDATED_KEY: {"$gt": watermark}}
             changed = _copy_all(index, collection.rows(where)) > 0 or changed
-            if full or reconcile or index.count() != collection.count():
+            lagging = set(index.lagging)
+            if full or reconcile or lagging or index.count() != collection.count():
                 changed = self._reconcile() or changed
+                if lagging:  # their rows were rewritten (or removed) by the reconcile
+                    _copy_all(index, collection.rows_by_id(sorted(lagging)))
+                    index.lagging -= lagging
             elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
                 self.check_seconds = time.perf_counter() - clock
                 self._in_step_at = marker
@@ -236,7 +240,7 @@ class IndexSync:
             self.last_check = now
             return
         if interval == 0 or since >= 2 * interval:
-            self.rebuilding_on_damage(self.sync)
+            self._sync_unless_full()
         elif self._checking.acquire(blocking=False):
             # The interval counts from the check's start, finished or not; a check
             # that fails or cannot tell gives the time back: the next call asks again.
@@ -313,7 +317,7 @@ class IndexSync:
         so that a check finding nothing (the usual answer) never holds up a write. The
         answer holds only if this process wrote nothing meanwhile (see :meth:`writing`)."""
         index = self._index
-        if index.get_state("collection_id") != self._collection.id:
+        if index.lagging or index.get_state("collection_id") != self._collection.id:
             return True
         watermark = index.watermark()
         if watermark is not None and self._collection.any_updated_after(watermark, UPDATED_KEY):
@@ -349,12 +353,50 @@ class IndexSync:
         is repaired (the index reopened and refilled from the collection: it is derived
         state) and the caller may carry on; any other error is raised as StoreError."""
         if not is_damage(error):
-            raise StoreError(f"the keyword index {self._index.path} failed: {error}") from error
+            raise index_failure(self._index.path, error) from error
         self.wait_warm()  # before the write lock, which the warming fill takes
         with self._lock:
             self._index.reset(error)
             self.sync(reconcile=True)
             self._tags.invalidate()
+
+    def _sync_unless_full(self) -> None:
+        """A catch-up before a call, which does not fail the call when the index finds no
+        room on disk: a search then answers from the index as it is (the collection
+        answers for the memories it lags on, see :meth:`index_lags`); the next check
+        tries again."""
+        try:
+            self.rebuilding_on_damage(self.sync)
+        except StoreError as exc:
+            if not is_full(exc.__cause__ or exc):
+                raise
+            log.warning("the keyword index could not catch up: %s", exc)
+            self.last_check = time.monotonic()
+
+    def after_collection_write(self, ids: Iterable[str], work: Callable[[], object]) -> None:
+        """``work``, the index half of a write the collection took (so the write stands,
+        whatever happens here): on damage, a rebuild stands in for it; when the index
+        finds no room on disk, the ids are noted as lagging (:meth:`index_lags`)."""
+        try:
+            self.rebuilding_on_damage(work)
+        except StoreError as exc:
+            if not is_full(exc.__cause__ or exc):
+                raise
+            self.index_lags(ids, exc)
+
+    def index_lags(self, ids: Iterable[str], error: BaseException) -> None:
+        """The collection took a write of ``ids`` whose index half found no room on disk.
+        The write stands (the collection is the one source of truth, and the caller is
+        told it succeeded); the index answers for these ids from the collection until a
+        reconcile rewrote them, which every check runs while any are lagging."""
+        first = not self._index.lagging
+        self._index.lagging.update(ids)
+        self._in_step_at = None
+        if first:  # once per spell, not per write
+            log.warning(
+                "stored in the collection, but the keyword index lags until it has room: %s",
+                error if isinstance(error, StoreError) else index_failure(self._index.path, error),
+            )
 
     def rebuilding_on_damage(self, work: Callable[[], object]) -> None:
         """Index work whose result a rebuild from the collection gives too (a sync, or an

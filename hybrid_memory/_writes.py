@@ -22,6 +22,7 @@ from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
+from hybrid_memory._index.file import is_full
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._inputs import Change, PendingMemories
 from hybrid_memory._outcomes import (
@@ -200,6 +201,9 @@ class Writer:
                     written = True
                 return
             except sqlite3.DatabaseError as exc:
+                if written and is_full(exc):  # the collection took it: the write stands
+                    self._sync.index_lags([row.id for row in rows], exc)
+                    return
                 if attempt == 2:
                     raise
                 # Rebuilt from the collection, which holds the batch if it took it;
@@ -275,8 +279,8 @@ class Writer:
                 part, block = rows[start : start + step], vectors[start : start + step]
                 with self._sync.writing():
                     self._collection.write("upsert", part, block, metadatas[start : start + step])
-                    self._sync.rebuilding_on_damage(
-                        functools.partial(self._index.upsert, part, block)
+                    self._sync.after_collection_write(
+                        [row.id for row in part], functools.partial(self._index.upsert, part, block)
                     )
                 self._recent.add([row.id for row in part], block)
             self._note_tags([row.tags for row in rows], removed_tags)
@@ -314,7 +318,7 @@ class Writer:
         with self._sync.writing():
             self._collection.delete(unique)
             self._recent.forget(unique)
-            self._sync.rebuilding_on_damage(lambda: self._index.delete(unique))
+            self._sync.after_collection_write(unique, lambda: self._index.delete(unique))
         self._tags.invalidate()
         return DeleteReport(unique)
 

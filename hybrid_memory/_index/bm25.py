@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from hybrid_memory._exit import join_at_exit
 from hybrid_memory._filters import Node, to_sql
 from hybrid_memory._index.file import IndexDamaged
 from hybrid_memory._index.porter import DEFAULT_TOKENIZER, plain_term
@@ -324,6 +325,7 @@ class KeywordSearch:
                 target=self._build_aside, name="hybrid-memory-postings", daemon=True
             )
             self._aside.start()
+            join_at_exit(self._aside)  # numpy's C++ must not meet the exit (see _exit)
         return None
 
     def _build_aside(self) -> None:

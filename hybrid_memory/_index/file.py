@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import BinaryIO
 
-from hybrid_memory._errors import IndexFileError, InvalidInputError
+from hybrid_memory._errors import IndexFileError, InvalidInputError, StoreError
 from hybrid_memory._index.writes import create_batch_tables
 
 # How long a write waits for another process's write transaction on the shared index
@@ -57,6 +57,10 @@ CHECKPOINT_CHANGES = 1_000
 # (extended) SQLITE_READONLY_DBMOVED, SQLITE_IOERR_SHORT_READ.
 _DAMAGE_PRIMARY = {11, 26}
 _DAMAGE_EXTENDED = {1032, 522}
+# SQLite result codes of a write that found no room: (primary) SQLITE_FULL, (extended)
+# SQLITE_IOERR_WRITE, SQLITE_IOERR_TRUNCATE, SQLITE_IOERR_SHMSIZE.
+_FULL_PRIMARY = {13}
+_FULL_EXTENDED = {778, 1546, 4874}
 
 _TABLES = (
     "memories",
@@ -70,6 +74,69 @@ _TABLES = (
 
 class IndexDamaged(sqlite3.DatabaseError):
     """The index's tables contradict each other (damage SQLite itself did not notice)."""
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether an sqlite3 error says a write found no room: the disk is full
+    (SQLITE_FULL), or the file system refused to grow a file of the index, its log or its
+    shared memory (SQLITE_IOERR_WRITE, _TRUNCATE, _SHMSIZE: EFBIG past the process's file
+    size limit, or ENOSPC where SQLite does not map it to SQLITE_FULL)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # Python < 3.11: only the message tells
+        return "database or disk is full" in str(exc)
+    return code & 0xFF in _FULL_PRIMARY or code in _FULL_EXTENDED
+
+
+def why_no_room(path: str) -> str:
+    """Why a write to ``path`` may find no room, as far as this process can tell: its
+    file system nearly full, or a file size limit on the process ("" when neither)."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    reasons = []
+    try:
+        free = os.statvfs(directory)
+        available = free.f_bavail * free.f_frsize
+        if available < 16 * 1024 * 1024:
+            reasons.append(f"the disk is full ({available // 1024} KiB free in {directory})")
+    except (AttributeError, OSError):  # no statvfs (Windows)
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            reasons.append(
+                f"the file cannot grow past this process's file size limit of {limit} bytes "
+                "(RLIMIT_FSIZE, ulimit -f)"
+            )
+    except (ImportError, OSError, ValueError):  # Windows
+        pass
+    return " and ".join(reasons)
+
+
+def index_failure(path: str | None, exc: BaseException) -> IndexFileError | StoreError:
+    """The library's error for an sqlite3 error of the index file ``path``: what a user can
+    act on when the file found no room (:func:`is_full`), else SQLite's own words."""
+    where = path or "(in memory)"
+    if is_full(exc):
+        return IndexFileError(
+            where,
+            f"the keyword index could not write to this file or its -wal / -shm files: "
+            f"{why_no_room(where) or 'the disk is full or the file cannot grow'} "
+            f"(SQLite: {exc})",
+            "free space (or raise the limit) and the index catches up with the collection "
+            "by itself; the memories the store acknowledged are kept",
+        )
+    return StoreError(f"the keyword index {where} failed: {exc}")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the connection's transaction, if it still has one: SQLite rolls back by
+    itself on some errors (a full disk), and a second ROLLBACK would raise "no
+    transaction is active" in place of the error that matters."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def is_damage(exc: BaseException) -> bool:
@@ -190,6 +257,7 @@ class IndexFile:
         self.pending_checkpoint: Future[None] | None = None  # the last one queued
         self._changes_written = 0  # by writes, since the last checkpoint
         self._write_started = 0  # total_changes when the current write began
+        self._shared_memory_size = 0  # the largest size of <path>-shm seen (see below)
         with self._unusable_reported(), self._exclusive():
             self._open_or_start_over()
 
@@ -383,6 +451,7 @@ class IndexFile:
             raise
         self._changes_written = 0
         self._write_started = 0
+        self._shared_memory_size = 0  # a new connection: its own mapping
 
     def _configure(self) -> None:
         if not self.path:
@@ -413,8 +482,41 @@ class IndexFile:
             self.committed()
 
     def data_version(self) -> int:
-        """Changes with every commit by another connection to the file (not this one)."""
+        """Changes with every commit by another connection to the file (not this one).
+        Asked before every read and write: the shared memory is checked first."""
+        self.keep_shared_memory_whole()
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def keep_shared_memory_whole(self) -> None:
+        """Grow ``<path>-shm`` back if another process truncated it under this one.
+
+        SQLite maps the write-ahead log's index (the ``-shm`` file) into memory; touching
+        a mapped page beyond the end of a truncated file kills the process with SIGBUS,
+        which no handler can turn into an error. Checked before each access (a stat: a
+        microsecond or two), a file found shorter than this connection saw it is grown
+        back to that size with zeros, which SQLite reads as an index to rebuild from the
+        log (its recovery): the reader carries on, with the rows as they are. (The file
+        replaced, or removed, leaves this process's mapping on the old file: harmless.)
+        What stays is the moment between this check and SQLite's access."""
+        if not self.path:
+            return
+        shared = f"{self.path}-shm"
+        try:
+            size = os.stat(shared).st_size
+        except OSError:
+            return
+        if size < self._shared_memory_size:
+            log.warning(
+                "the keyword index's shared memory %s was truncated under this process "
+                "(%d of %d bytes); grown back for SQLite to rebuild",
+                shared,
+                size,
+                self._shared_memory_size,
+            )
+            with contextlib.suppress(OSError):
+                os.truncate(shared, self._shared_memory_size)
+        else:
+            self._shared_memory_size = size
 
     # --- writes and checkpoints ---------------------------------------------------------
 
@@ -467,6 +569,7 @@ class IndexFile:
         it, or that connection holds a lock: sqlite3.Error) the next checkpoint copies,
         so a failure here is harmless and is dropped rather than raised in a later write."""
         with self.lock, contextlib.suppress(sqlite3.Error):
+            self.keep_shared_memory_whole()
             self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def close(self) -> None:
@@ -475,4 +578,5 @@ class IndexFile:
         with self.writing() as c:
             if self._pool is not None:
                 self._pool.shutdown()
+            self.keep_shared_memory_whole()  # SQLite checkpoints on close
             c.close()

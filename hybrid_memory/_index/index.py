@@ -30,7 +30,7 @@ import numpy as np
 
 from hybrid_memory._filters import Node
 from hybrid_memory._index.bm25 import KeywordSearch
-from hybrid_memory._index.file import IndexFile
+from hybrid_memory._index.file import IndexFile, rollback
 from hybrid_memory._index.postings import IntArray
 from hybrid_memory._index.reads import IndexReads, Key, MemoryIds, rowids_of
 from hybrid_memory._index.tags import TagIndex, TagMatch
@@ -75,6 +75,11 @@ class KeywordIndex:
         self.file = IndexFile(path, tokenizer)
         self._lock = self.file.lock
         self._view = _View()
+        # Ids whose rows here are known to be out of date: the collection took a write of
+        # theirs whose index half found no room on disk (IndexSync.index_lags). Their
+        # rows are not read from here (nor their content hashes) until a reconcile
+        # rewrote them: the collection answers for them meanwhile.
+        self.lagging: set[str] = set()
         self._start_parts()
 
     def _start_parts(self) -> None:
@@ -199,7 +204,7 @@ class KeywordIndex:
             except BaseException:
                 if on_failure is not None:
                     on_failure()
-                c.execute("ROLLBACK")
+                rollback(c)
                 raise
             if not tx.abandoned:
                 tx.follow()
@@ -346,7 +351,10 @@ class KeywordIndex:
     def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
         """For each content hash already stored, one memory id that has it."""
         with self._lock:
-            return self.reads.ids_by_hash(hashes)
+            found = self.reads.ids_by_hash(hashes)
+        if self.lagging:
+            found = {h: i for h, i in found.items() if i not in self.lagging}
+        return found
 
     def watermark(self) -> float | None:
         """The newest ``updated_at`` indexed: where catching up with the collection starts."""
@@ -387,7 +395,10 @@ class KeywordIndex:
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         """Index rows by id (for ids present)."""
         with self._lock:
-            return self._by_row_first(ids, self.reads.rows)
+            found = self._by_row_first(ids, self.reads.rows)
+        for memory_id in self.lagging & found.keys():
+            del found[memory_id]
+        return found
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The vectors kept for those of ``ids`` that have one (half precision, read as

@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hybrid_memory._ownership import _connect, _Server
+from hybrid_memory._owner_link import connect
+from hybrid_memory._owner_server import _Server
 
 
 def _nothing(target: str, operation: str, kwargs: dict[str, Any]) -> Any:
@@ -19,7 +20,7 @@ def test_stop_returns_when_the_accepting_thread_already_left(tmp_path: Path) -> 
     server = _Server(str(tmp_path), _nothing, lambda: None)
     server._closing = True  # the owner began to close...
     # ...and a peer came: the accepting thread takes it, sees the owner closing, and leaves.
-    peer = _connect(server._address, server._key)
+    peer = connect(server._address, server._key, 30.0)
     server._accepting.join(10)
     assert not server._accepting.is_alive()
     stopped = threading.Event()
