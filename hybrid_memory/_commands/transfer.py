@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import sys
 import time
@@ -56,8 +57,14 @@ def register(commands: Any, shared: argparse.ArgumentParser) -> None:
 def run_export(args: argparse.Namespace, memory: HybridMemory) -> int:
     started = time.perf_counter()
     if args.file == "-":
-        count = export_memories(memory, sys.stdout, vectors=args.vectors)
+        # UTF-8 and "\n" whatever the terminal's locale: the format is UTF-8 JSON Lines.
         sys.stdout.flush()
+        stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+        try:
+            count = export_memories(memory, stream, vectors=args.vectors)
+            stream.flush()
+        finally:
+            stream.detach()
     else:
         count = export_memories(memory, args.file, vectors=args.vectors)
     seconds = time.perf_counter() - started
