@@ -111,26 +111,6 @@ def _sections(settings_class: type, names: list[str]) -> list[tuple[str, list[st
     return [(title, fields) for title, fields in sections if fields]
 
 
-def _defining_module(cls: type) -> types.ModuleType | None:
-    """The module whose source holds the class statement, also when the class's
-    ``__module__`` names the package that exports it (as the public classes of
-    hybrid_memory do, for tracebacks): the module of a function in its body."""
-    for value in vars(cls).values():
-        function = getattr(value, "__func__", value)
-        if hasattr(function, "__code__") and function.__module__ in sys.modules:
-            return sys.modules[function.__module__]
-    return inspect.getmodule(cls)
-
-
-def _class_source(cls: type) -> str:
-    module = _defining_module(cls)
-    source = inspect.getsource(module) if module else ""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-            return ast.get_source_segment(source, node) or ""
-    return ""  # no sections then: one table of every field
-
-
 def _default(info: Any) -> str:
     value = info.default_factory() if info.default_factory is not None else info.default
     if value is None:
