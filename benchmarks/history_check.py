@@ -239,24 +239,18 @@ def write(
     mine: dict[str, tuple[str, str, int]],
 ) -> None:
     called = time.time()
-    history.record(
-        kind="call", op=op, ns=ns, token=token, v=version, id=memory_id, at=called, **common
-    )
+    fields = dict(op=op, ns=ns, token=token, v=version, at=called, **common)
+    history.record(kind="call", id=memory_id, **fields)
     try:
         got = call()
     except Exception as error:
         history.record(
             kind="fail",
-            op=op,
-            ns=ns,
-            token=token,
-            v=version,
             id=memory_id,
-            at=called,
             done=time.time(),
             error=type(error).__name__,
             message=str(error)[:300],
-            **common,
+            **fields,
         )
         if op == "delete" and memory_id is not None:
             mine.pop(memory_id, None)  # its fate is unknown: left alone from now on
@@ -265,17 +259,7 @@ def write(
     done = time.time()
     if op == "add":
         memory_id = got
-    history.record(
-        kind="ok",
-        op=op,
-        ns=ns,
-        token=token,
-        v=version,
-        id=memory_id,
-        at=called,
-        done=done,
-        **common,
-    )
+    history.record(kind="ok", id=memory_id, done=done, **fields)
     assert memory_id is not None
     if op == "delete":
         mine.pop(memory_id, None)

@@ -524,7 +524,6 @@ class HybridMemory:
         read_phrase: bool = False,
     ) -> SearchResult:
         s = self.settings
-        s = self.settings
         k_checked = valid_k(s.k if k is None else k, s.max_k)
         alpha_checked = valid_alpha(alpha)
         tokens_checked = valid_max_tokens(max_tokens)
