@@ -1,0 +1,98 @@
+"""A write that commits after a later-stamped one (issue 45, found by the history checker).
+
+On a server store each process keeps its own keyword index and catches up from the
+collection. Process A stamps an update of a memory (its ``updated_at``, A's clock) and
+sends it; meanwhile process B writes (stamped later) and catches up; then A's update
+commits. B must show A's text by its next check all the same. Catching up "everything
+stamped after the newest ``updated_at`` indexed" missed it for good: B's own write had
+moved that past A's stamp, and an update changes no count, so nothing else brought it in.
+
+A's slow request is played by a plain ``chromadb`` client writing the record as the
+store would have, stamped before B's write: what the server sees of it is the same.
+B is a real store with its own index cache, checking before each call
+(``sync_interval=0``) or on its background clock.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+
+from hybrid_memory import HybridMemory
+from hybrid_memory._records import UPDATED_KEY
+
+from ..conftest import HashEmbedding, indexed
+
+pytestmark = pytest.mark.server
+
+
+def open_store(url: str, collection: str, cache: Path, **kw: Any) -> HybridMemory:
+    return HybridMemory(
+        url=url,
+        collection=collection,
+        cache_dir=str(cache),
+        embedding=HashEmbedding(),
+        embedding_name="test-hash-64",
+        **kw,
+    )
+
+
+def commit_late(url: str, collection: str, memory_id: str, text: str, stamped: float) -> None:
+    """Commit an update of ``memory_id`` to ``text`` that was stamped at ``stamped``, as
+    a store's write whose request reached the server late."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    raw = chromadb.HttpClient(host=host, port=int(port)).get_collection(collection)
+    got = raw.get(ids=[memory_id], include=["metadatas", "embeddings"])
+    metadata = {**got["metadatas"][0], UPDATED_KEY: stamped}
+    raw.upsert(
+        ids=[memory_id],
+        documents=[text],
+        metadatas=[metadata],
+        embeddings=[list(got["embeddings"][0])],
+    )
+
+
+def keyword_texts(store: HybridMemory) -> dict[str, str]:
+    """What the store's keyword index holds, by id (read without a check)."""
+    return {m.id: m.text for m in indexed(store)}
+
+
+@pytest.mark.parametrize("check", ["before each call", "in the background"])
+def test_an_update_committed_after_a_later_stamped_write_is_seen_by_the_next_check(
+    chroma_server: str, tmp_path: Path, check: str
+) -> None:
+    collection = f"late-{uuid.uuid4().hex[:8]}"
+    writer = open_store(chroma_server, collection, tmp_path / "a")
+    interval = 0.0 if check == "before each call" else 0.2
+    reader = open_store(chroma_server, collection, tmp_path / "b", sync_interval=interval)
+    try:
+        late = writer.add("the harbour crane inspection is on monday").id
+        other = writer.add("the lighthouse lamp was replaced").id
+        reader.sync()
+        stamped = time.time()  # A stamps its update of `late` and sends it ...
+        time.sleep(0.05)
+        reader.update(other, text="the lighthouse lamp was replaced again")  # B, stamped later
+        reader.sync()  # ... B catches up: nothing of A's yet
+        assert keyword_texts(reader)[late] == "the harbour crane inspection is on monday"
+        new_text = "the harbour crane inspection moved to thursday"
+        commit_late(chroma_server, collection, late, new_text, stamped)  # A's commit lands
+
+        deadline = time.monotonic() + 10
+        while True:
+            reader.search("crane inspection thursday", k=3)  # a call: a check falls due
+            if keyword_texts(reader)[late] == new_text:
+                break
+            assert time.monotonic() < deadline, "the late update never reached the index"
+            time.sleep(0.1)
+        hits = reader.search("crane inspection thursday", k=3)
+        assert hits[0].id == late
+        assert "keyword" in hits[0].ranks
+        assert reader.get(late).text == new_text
+    finally:
+        reader.close()
+        writer.close()
