@@ -187,9 +187,9 @@ class ChromaCollection:
                     metadata or {},
                     vector,
                 )
-        for memory_id in ids:
-            if memory_id not in found:
-                raise MemoryNotFoundError(memory_id)
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        if missing:
+            raise MemoryNotFoundError.of(missing)
         return found
 
     def any_passing(self, where: Mapping[str, Any]) -> bool:

@@ -277,9 +277,9 @@ class HybridMemory:
             for page in self._parts.collection.rows_by_id(unique)
             for row in page
         }
-        for memory_id in id_list:
-            if memory_id not in found:
-                raise MemoryNotFoundError(memory_id)
+        missing = [i for i in unique if i not in found]
+        if missing:
+            raise MemoryNotFoundError.of(missing)
         return [found[i] for i in id_list]
 
     def existing(self, ids: str | Sequence[str]) -> set[str]:

@@ -296,7 +296,7 @@ class Writer:
             present = self._collection.metadata_by_id(ids)
             missing = [i for i in ids if i not in present]
             if missing:
-                raise MemoryNotFoundError(missing[0])
+                raise MemoryNotFoundError.of(list(dict.fromkeys(missing)))
             return self._delete(ids)
 
     def delete_matching(self, node: Node) -> DeleteReport:
