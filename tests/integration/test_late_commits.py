@@ -11,6 +11,11 @@ A's slow request is played by a plain ``chromadb`` client writing the record as 
 store would have, stamped before B's write: what the server sees of it is the same.
 B is a real store with its own index cache, checking before each call
 (``sync_interval=0``) or on its background clock.
+
+An embedded path has the same race where a store keeps an index file of its own
+(``index_path=``), as a second process would: there A's late commit is written through
+the Chroma collection A's store opened (the path's one client; a second client on the
+path would be unsafe), the one place this module reaches inside a store.
 """
 
 from __future__ import annotations
@@ -28,25 +33,35 @@ from hybrid_memory._records import UPDATED_KEY
 
 from ..conftest import HashEmbedding, indexed
 
-pytestmark = pytest.mark.server
 
-
-def open_store(url: str, collection: str, cache: Path, **kw: Any) -> HybridMemory:
+def open_store(kind: str, where: str, collection: str, own: Path, **kw: Any) -> HybridMemory:
+    """A store of ``kind`` with a keyword index of its own (in ``own``)."""
+    place = (
+        {"url": where, "cache_dir": str(own)}
+        if kind == "server"
+        else {"path": where, "index_path": str(own / "index.sqlite3")}
+    )
+    own.mkdir(parents=True, exist_ok=True)
     return HybridMemory(
-        url=url,
+        **place,
         collection=collection,
-        cache_dir=str(cache),
         embedding=HashEmbedding(),
         embedding_name="test-hash-64",
         **kw,
     )
 
 
-def commit_late(url: str, collection: str, memory_id: str, text: str, stamped: float) -> None:
+def raw_collection(kind: str, where: str, collection: str, writer: HybridMemory) -> Any:
+    """The Chroma collection as a plain ``chromadb`` client sees it."""
+    if kind == "server":
+        host, port = where.removeprefix("http://").rsplit(":", 1)
+        return chromadb.HttpClient(host=host, port=int(port)).get_collection(collection)
+    return writer._parts.collection._collection
+
+
+def commit_late(raw: Any, memory_id: str, text: str, stamped: float) -> None:
     """Commit an update of ``memory_id`` to ``text`` that was stamped at ``stamped``, as
-    a store's write whose request reached the server late."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    raw = chromadb.HttpClient(host=host, port=int(port)).get_collection(collection)
+    a store's write whose request reached Chroma late."""
     got = raw.get(ids=[memory_id], include=["metadatas", "embeddings"])
     metadata = {**got["metadatas"][0], UPDATED_KEY: stamped}
     raw.upsert(
@@ -63,13 +78,15 @@ def keyword_texts(store: HybridMemory) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("check", ["before each call", "in the background"])
+@pytest.mark.parametrize("kind", [pytest.param("server", marks=pytest.mark.server), "embedded"])
 def test_an_update_committed_after_a_later_stamped_write_is_seen_by_the_next_check(
-    chroma_server: str, tmp_path: Path, check: str
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str, check: str
 ) -> None:
+    where = request.getfixturevalue("chroma_server") if kind == "server" else str(tmp_path / "db")
     collection = f"late-{uuid.uuid4().hex[:8]}"
-    writer = open_store(chroma_server, collection, tmp_path / "a")
+    writer = open_store(kind, where, collection, tmp_path / "a")
     interval = 0.0 if check == "before each call" else 0.2
-    reader = open_store(chroma_server, collection, tmp_path / "b", sync_interval=interval)
+    reader = open_store(kind, where, collection, tmp_path / "b", sync_interval=interval)
     try:
         late = writer.add("the harbour crane inspection is on monday").id
         other = writer.add("the lighthouse lamp was replaced").id
@@ -80,7 +97,8 @@ def test_an_update_committed_after_a_later_stamped_write_is_seen_by_the_next_che
         reader.sync()  # ... B catches up: nothing of A's yet
         assert keyword_texts(reader)[late] == "the harbour crane inspection is on monday"
         new_text = "the harbour crane inspection moved to thursday"
-        commit_late(chroma_server, collection, late, new_text, stamped)  # A's commit lands
+        raw = raw_collection(kind, where, collection, writer)
+        commit_late(raw, late, new_text, stamped)  # A's commit lands
 
         deadline = time.monotonic() + 10
         while True:
