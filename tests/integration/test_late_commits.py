@@ -28,7 +28,7 @@ from typing import Any
 import chromadb
 import pytest
 
-from hybrid_memory import HybridMemory
+from hybrid_memory import HybridMemory, _sync
 from hybrid_memory._records import UPDATED_KEY
 
 from ..conftest import HashEmbedding, indexed
@@ -83,9 +83,22 @@ def test_an_update_committed_after_a_later_stamped_write_is_seen_by_the_next_che
     request: pytest.FixtureRequest, tmp_path: Path, kind: str, check: str
 ) -> None:
     where = request.getfixturevalue("chroma_server") if kind == "server" else str(tmp_path / "db")
+    play_a_late_commit(kind, where, tmp_path, 0.0 if check == "before each call" else 0.2)
+
+
+def test_with_more_stamps_in_the_window_than_a_check_names_it_compares_them_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``_STAMPS_NAMED`` of its own stamps in the window (a very busy store), a check
+    reads the window's stamps and compares them itself, and the catch-up compares each
+    row as it copies: the same outcome."""
+    monkeypatch.setattr(_sync, "_STAMPS_NAMED", 0)
+    play_a_late_commit("embedded", str(tmp_path / "db"), tmp_path, 0.2)
+
+
+def play_a_late_commit(kind: str, where: str, tmp_path: Path, interval: float) -> None:
     collection = f"late-{uuid.uuid4().hex[:8]}"
     writer = open_store(kind, where, collection, tmp_path / "a")
-    interval = 0.0 if check == "before each call" else 0.2
     reader = open_store(kind, where, collection, tmp_path / "b", sync_interval=interval)
     try:
         late = writer.add("the harbour crane inspection is on monday").id
