@@ -187,14 +187,28 @@ class ChromaCollection:
                     metadata or {},
                     vector,
                 )
-        for memory_id in ids:
-            if memory_id not in found:
-                raise MemoryNotFoundError(memory_id)
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        if missing:
+            raise MemoryNotFoundError.of(missing)
         return found
 
-    def any_updated_after(self, watermark: float, key: str) -> bool:
-        got = self.call("get", where={key: {"$gt": watermark}}, limit=1, include=[])
-        return bool(got["ids"])
+    def any_passing(self, where: Mapping[str, Any]) -> bool:
+        """Whether any record passes ``where`` (Chroma syntax): one id read, at most."""
+        return bool(self.call("get", where=where, limit=1, include=[])["ids"])
+
+    def updated_at_after(self, since: float, key: str) -> dict[str, float]:
+        """``{id: updated_at}`` of every record stamped (``key``) after ``since``, a page
+        at a time (the metadata only: no documents, no vectors)."""
+        found: dict[str, float] = {}
+        where = {key: {"$gt": since}}
+        while True:
+            got = self.call(
+                "get", where=where, limit=PAGE, offset=len(found), include=["metadatas"]
+            )
+            if not got["ids"]:
+                return found
+            for memory_id, meta in zip(got["ids"], got["metadatas"], strict=True):
+                found[memory_id] = float((meta or {}).get(key) or 0.0)
 
     def ids_matching(self, where: Mapping[str, Any] | None) -> list[str]:
         """The ids of every record passing ``where`` (Chroma syntax), read a page at a time."""

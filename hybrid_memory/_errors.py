@@ -13,9 +13,26 @@ HybridMemoryError
 
 from __future__ import annotations
 
+import copyreg
+from collections.abc import Sequence
+from typing import Any
+
+# How many ids an error names before it says how many more there are.
+_IDS_NAMED = 10
+
 
 class HybridMemoryError(Exception):
-    """Base class of every error hybrid-memory raises on purpose."""
+    """Base class of every error hybrid-memory raises on purpose.
+
+    Every error of the family survives pickling (a process pool, a multiprocessing queue,
+    a distributed task runner hands it on): Python pickles an exception as its class
+    called with its ``args`` again, which fails for the errors whose constructor takes
+    other arguments than their message. These are made again as ``cls.__new__(cls,
+    *args)`` (which sets ``args`` without calling the constructor) with their attributes
+    restored; the pickle names the public class only."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (copyreg.__newobj__, (type(self), *self.args), self.__dict__)  # type: ignore[attr-defined]
 
 
 class InvalidInputError(HybridMemoryError, ValueError):
@@ -37,14 +54,27 @@ class DuplicateIdError(InvalidInputError):
 
 
 class MemoryNotFoundError(HybridMemoryError, KeyError):
-    """No memory has the given id."""
+    """No memory has the given id. ``memory_id``: the (first) id not found;
+    ``memory_ids``: every id not found, in the order asked (a call on several ids that
+    names them all, as ``delete``)."""
 
-    def __init__(self, memory_id: str) -> None:
+    def __init__(self, memory_id: str, *more: str) -> None:
         self.memory_id = memory_id
+        self.memory_ids: tuple[str, ...] = (memory_id, *more)
         super().__init__(memory_id)
 
+    @classmethod
+    def of(cls, memory_ids: Sequence[str]) -> MemoryNotFoundError:
+        """The error naming each of ``memory_ids`` (at least one) that was not found."""
+        return cls(*memory_ids)
+
     def __str__(self) -> str:
-        return f"no memory with id {self.memory_id!r}"
+        ids = self.memory_ids
+        if len(ids) == 1:
+            return f"no memory with id {self.memory_id!r}"
+        named = ", ".join(repr(i) for i in ids[:_IDS_NAMED])
+        rest = f" and {len(ids) - _IDS_NAMED} more" if len(ids) > _IDS_NAMED else ""
+        return f"no memory with ids {named}{rest}"
 
 
 class EmbeddingError(HybridMemoryError):

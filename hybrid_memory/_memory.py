@@ -123,8 +123,9 @@ class HybridMemory:
     def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """Bring the keyword index up to date with the collection.
 
-        Cheap by default: picks up memories written after the index's watermark and
-        reconciles ids when the counts differ. ``reconcile=True`` compares ids even
+        Cheap by default: picks up the memories stamped since the index's last complete
+        read of the collection (writes that committed late included) and reconciles ids
+        when the counts differ. ``reconcile=True`` compares ids even
         when the counts agree; ``full=True`` also re-reads every memory (after another
         process updated memories in place with an older clock, for example).
 
@@ -277,9 +278,9 @@ class HybridMemory:
             for page in self._parts.collection.rows_by_id(unique)
             for row in page
         }
-        for memory_id in id_list:
-            if memory_id not in found:
-                raise MemoryNotFoundError(memory_id)
+        missing = [i for i in unique if i not in found]
+        if missing:
+            raise MemoryNotFoundError.of(missing)
         return [found[i] for i in id_list]
 
     def existing(self, ids: str | Sequence[str]) -> set[str]:

@@ -25,7 +25,7 @@ from hybrid_memory._namespaces import (
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._search import Searcher
 from hybrid_memory._settings import HybridMemorySettings, load_settings
-from hybrid_memory._sync import IndexSync
+from hybrid_memory._sync import CLOCK_SKEW, IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
 
@@ -71,7 +71,14 @@ class StoreParts:
         # Query embeddings of concurrent searches, and the periodic sync check (one at a
         # time, so it never queues the embeddings of two searches).
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
-        self.sync = IndexSync(self.collection, self.index, self.tags, self.lock, self.pool)
+        self.sync = IndexSync(
+            self.collection,
+            self.index,
+            self.tags,
+            self.lock,
+            self.pool,
+            late_commits=s.request_timeout + CLOCK_SKEW,
+        )
         # This process's latest writes, compared exactly by the vector leg (Chroma's
         # search is approximate: a memory just added must be found).
         recent = RecentVectors()

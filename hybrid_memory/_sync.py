@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
+from typing import Any
 
 from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._errors import StoreError
@@ -36,6 +37,14 @@ log = logging.getLogger("hybrid_memory")
 # Writes of other processes while a fill reads the collection are caught up from the
 # fill's start on this process's clock, less this margin for clocks that disagree.
 _CLOCK_SLACK = 300.0
+# How far the clocks of the machines writing to one store may disagree, for the catch-up's
+# overlap (see IndexSync.settled): NTP keeps them within milliseconds.
+CLOCK_SKEW = 5.0
+# The index file's state key of the settled point (IndexSync.settled).
+_SETTLED_KEY = "settled_before"
+# The most stamps of its own a check names to Chroma (IndexSync._unseen); Chroma's SQLite
+# binds each as a variable (at most 32,766 per statement).
+_STAMPS_NAMED = 5_000
 # The periodic check asks Chroma for a count and a filtered read, which take time in
 # proportion to the collection (40 ms at 100,000 memories, ~0.4 s at a million, on this
 # project's 2-core machine): it is due no sooner than this many times its own last
@@ -50,6 +59,20 @@ class IndexSync:
     the last check, it counts this process's writes twice each (:meth:`writing`): an
     odd count means a write is between the collection and the index, so a background
     check running meanwhile cannot trust what it sees.
+
+    **What a catch-up reads.** A write is stamped (``updated_at``, the writer's clock)
+    just before its one Chroma request, and commits when that request is done: another
+    process's write can commit after a later-stamped one, so "everything stamped after
+    the newest ``updated_at`` indexed" misses it (an update changes no count, so nothing
+    else brings it in: found by ``benchmarks/history_check.py`` on a server store). A
+    write that anyone was told of committed within ``late_commits`` seconds of its stamp
+    (the request's deadline plus :data:`CLOCK_SKEW`), so a read of the collection that
+    started at ``t`` saw every write stamped before ``t - late_commits``. The index
+    keeps that point of its last complete read (:attr:`settled`, also in the index file
+    for the processes sharing it), and a check asks Chroma for the records stamped after
+    it whose stamp is none of the index's (:meth:`_unseen`): new writes, and late ones.
+    So the stamps of the last ``late_commits`` seconds are sent with every check (a few
+    ms per thousand), and only what the index lacks is read and copied.
     """
 
     def __init__(
@@ -59,8 +82,13 @@ class IndexSync:
         tags: TagCache,
         lock: threading.RLock,
         pool: Executor,
+        late_commits: float,
     ) -> None:
         self._collection = collection
+        self._late_commits = late_commits
+        # Every write stamped up to this time (this process's clock) that the collection
+        # holds is in the index as the collection holds it (None: not known; see above).
+        self.settled: float | None = None
         self._index = index
         self._tags = tags
         self._lock = lock
@@ -175,6 +203,7 @@ class IndexSync:
         started = now_timestamp() - _CLOCK_SLACK
         with self._lock:
             index.clear()
+            self.settled = None
         pages = collection.rows(None)
         while not self.closed:
             # Each page is read outside the index's write transaction (unlike other
@@ -190,9 +219,11 @@ class IndexSync:
         if self.closed:
             return
         with self._lock:
+            read_started = now_timestamp()
             _copy_all(index, collection.rows({UPDATED_KEY: {"$gt": started}}))
             self._reconcile()
             index.set_state("collection_id", collection.id)
+            self._settle(read_started, persist=True)
             self.last_check = time.monotonic()
             self._tags.invalidate()
 
@@ -203,16 +234,22 @@ class IndexSync:
         self.wait_warm()
         with self._lock:
             clock = time.perf_counter()
+            started = now_timestamp()  # before the reads (see the class's docstring)
             index, collection = self._index, self._collection
             marker = collection.write_marker()  # before the reads: a write after it shows
             changed = False
             if index.get_state("collection_id") != collection.id:
                 index.clear()
                 index.set_state("collection_id", collection.id)
-                changed = True
-            watermark = None if full else index.watermark()
-            where = None if watermark is None else {UPDATED_KEY: {"$gt": watermark}}
-            changed = _copy_all(index, collection.rows(where)) > 0 or changed
+                changed = full = True
+                self.settled = None
+            since = None if full else self._since()
+            where = None if since is None else self._unseen(since)
+            if since is not None and where is None:
+                where = {UPDATED_KEY: {"$gt": since}}  # compared row by row as copied
+            copied = _copy_all(index, collection.rows(where), changed_only=not full)
+            changed = copied > 0 or changed
+            self._settle(started, persist=True)
             lagging = set(index.lagging)
             if full or reconcile or lagging or index.count() != collection.count():
                 changed = self._reconcile() or changed
@@ -238,6 +275,7 @@ class IndexSync:
             return
         if interval and self._nothing_written():
             self.last_check = now
+            self._settle(now_timestamp())  # nobody wrote since the index was in step
             return
         if interval == 0 or since >= 2 * interval:
             self._sync_unless_full()
@@ -257,6 +295,7 @@ class IndexSync:
                 return
             writes = self._writes
             marker = self._collection.write_marker()  # before: a write after it shows
+            read_started = now_timestamp()
             clock = time.perf_counter()
             behind = writes % 2 == 0 and self._behind()
             if writes % 2 == 0:
@@ -270,6 +309,7 @@ class IndexSync:
                 self.rebuilding_on_damage(self.sync)
             else:
                 self._in_step_at = marker
+                self._settle(read_started)
         except Exception:
             # Chroma unreachable, say: the next call starts another check, and once no
             # check succeeded for two intervals, calls check themselves and raise.
@@ -277,6 +317,30 @@ class IndexSync:
                 self.last_check = previous
         finally:
             self._checking.release()
+
+    def _since(self) -> float | None:
+        """Where a catch-up starts reading (the rows stamped after it): the index's
+        settled point (this process's, or the newer one another process sharing the
+        index file stored); for an index file that holds none (written by an earlier
+        version), its newest ``updated_at`` less the overlap; None: read everything."""
+        stored = self._index.get_state(_SETTLED_KEY)
+        if stored is not None:
+            self.settled = max(float(stored), self.settled or -math.inf)
+        if self.settled is not None:
+            return self.settled
+        watermark = self._index.watermark()
+        return None if watermark is None else watermark - self._late_commits
+
+    def _settle(self, read_started: float, *, persist: bool = False) -> None:
+        """A read of the collection that started at ``read_started`` (this process's
+        clock) found the index in step, or brought it there: every write stamped up to
+        ``late_commits`` before it is in the index. ``persist``: under the write lock,
+        also for the processes sharing the index file."""
+        point = read_started - self._late_commits
+        if self.settled is None or point > self.settled:
+            self.settled = point
+            if persist:
+                self._index.set_state(_SETTLED_KEY, repr(point))
 
     def _nothing_written(self) -> bool:
         """Whether nobody (this process included) wrote to the collection since a check
@@ -300,6 +364,7 @@ class IndexSync:
         in_step = self._in_step_at
         others = None if in_step is None else self._collection.others_writes()
         unchanged = others is not None and self._collection.write_marker() == in_step
+        began = now_timestamp()
         self._writes += 1
         try:
             yield
@@ -309,6 +374,7 @@ class IndexSync:
                 # this commits later too, and moves the marker again.
                 if self._collection.others_writes() == others and self._in_step_at == in_step:
                     self._in_step_at = marker
+                    self._settle(began)
         finally:
             self._writes += 1
 
@@ -316,13 +382,36 @@ class IndexSync:
         """Whether :meth:`sync` would find anything to do, asked without the write lock,
         so that a check finding nothing (the usual answer) never holds up a write. The
         answer holds only if this process wrote nothing meanwhile (see :meth:`writing`)."""
-        index = self._index
-        if index.lagging or index.get_state("collection_id") != self._collection.id:
+        index, collection = self._index, self._collection
+        if index.lagging or index.get_state("collection_id") != collection.id:
             return True
-        watermark = index.watermark()
-        if watermark is not None and self._collection.any_updated_after(watermark, UPDATED_KEY):
-            return True
-        return index.count() != self._collection.count()
+        since = self._since()
+        if since is not None:
+            where = self._unseen(since)
+            if where is not None:
+                if collection.any_passing(where):  # one id read, at most
+                    return True
+            else:
+                stamps = collection.updated_at_after(since, UPDATED_KEY)
+                if index.updated_at(list(stamps)) != stamps:
+                    return True
+        return index.count() != collection.count()
+
+    def _unseen(self, since: float) -> dict[str, Any] | None:
+        """Chroma's ``where`` for the records stamped after ``since`` at a version the
+        index lacks: new ones, and writes that committed late (see the class). Their
+        stamps differ from each stamp the index holds after ``since``, which Chroma is
+        given (a ``$nin`` of floats, compared exactly), so that it answers with those
+        rows only: at 30,000 memories with 1,000 in the window, 17 ms for the ids, where
+        reading the window's stamps to compare them here took 90 ms. None when the index
+        holds more than :data:`_STAMPS_NAMED` such stamps (the caller compares)."""
+        after = {UPDATED_KEY: {"$gt": since}}
+        stamps = self._index.stamps_after(since)
+        if not stamps:
+            return after
+        if len(stamps) > _STAMPS_NAMED:
+            return None
+        return {"$and": [after, {UPDATED_KEY: {"$nin": stamps}}]}
 
     def _reconcile(self, in_collection: set[str] | None = None) -> bool:
         """Make the index hold exactly the collection's ids; True if it changed. Under
@@ -408,11 +497,16 @@ class IndexSync:
             self.recover(exc)
 
 
-def _copy_all(index: KeywordIndex, pages: Iterator[list[IndexRow]]) -> int:
+def _copy_all(
+    index: KeywordIndex, pages: Iterator[list[IndexRow]], *, changed_only: bool = False
+) -> int:
     """Copy the collection's records into the index a page at a time, each page read
-    inside the index's write transaction (:meth:`KeywordIndex.copy_in`): how many."""
+    inside the index's write transaction (:meth:`KeywordIndex.copy_in`): how many.
+    ``changed_only``: only those whose ``updated_at`` differs from the index's (or that
+    it lacks)."""
     copied = 0
-    while (page_copied := index.copy_in(lambda: next(pages, None))) is not None:
+    read = lambda: next(pages, None)  # noqa: E731
+    while (page_copied := index.copy_in(read, changed_only=changed_only)) is not None:
         copied += page_copied
     return copied
 

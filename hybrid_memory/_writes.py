@@ -146,22 +146,23 @@ class Writer:
         generated = [(i, p) for i, p in to_write.items() if memories.ids[p] is None]
         chosen = [(i, p) for i, p in to_write.items() if memories.ids[p] is not None]
         step = self._collection.max_batch()
-        now = now_timestamp()
         for operation, part in (("add", generated), ("upsert", chosen)):
             for start in range(0, len(part), step):
                 batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
-                self._write_records(operation, batch, existing, now)
+                self._write_records(operation, batch, existing)
 
     def _write_records(
         self,
         operation: str,
         batch: Sequence[tuple[str, NewMemory]],
         existing: Mapping[str, Mapping[str, Any]],
-        now: float,
     ) -> None:
-        """Embed, store and index one batch, and note its tags."""
+        """Embed, store and index one batch, and note its tags. Stamped once embedded,
+        just before its one Chroma request (what the catch-up of other processes relies
+        on: :class:`~hybrid_memory._sync.IndexSync`)."""
         vectors = document_matrix(self._embedder, [m.text for _, m in batch])
         self._collection.check_dimension(vectors)
+        now = now_timestamp()
         rows: list[IndexRow] = []
         metadatas: list[dict[str, Any]] = []
         removed_tags: list[str] = []
@@ -252,33 +253,36 @@ class Writer:
                 self._collection.check_dimension(matrix)
                 new_vectors = {c.id: matrix[i] for i, c in enumerate(retext)}
             rows: list[IndexRow] = []
-            metadatas: list[dict[str, Any]] = []
             removed_tags: list[str] = []
-            now = now_timestamp()
-            for c in changes:
-                old, stored_metadata, _ = stored[c.id]
-                text = old.text if c.text is None else c.text
-                metadata = old.metadata if c.metadata is None else c.metadata
-                row = IndexRow(
-                    c.id,
-                    text,
-                    old.tags if c.tags is None else c.tags,
-                    metadata,
-                    content_hash(text, metadata),
-                    old.created_at or now,
-                    max(now, old.updated_at),
-                )
-                rows.append(row)
-                metadatas.append(chroma_metadata(row, stored_metadata))
-                removed_tags.extend(t for t in old.tags if t not in row.tags)
             vectors = np.asarray(
                 [new_vectors.get(c.id, stored[c.id][2]) for c in changes], dtype=np.float32
             )
             step = self._collection.max_batch()
-            for start in range(0, len(rows), step):
-                part, block = rows[start : start + step], vectors[start : start + step]
+            for start in range(0, len(changes), step):
+                # Each batch stamped just before its one Chroma request (see _write_records).
+                now = now_timestamp()
+                part: list[IndexRow] = []
+                metadatas: list[dict[str, Any]] = []
+                for c in changes[start : start + step]:
+                    old, stored_metadata, _ = stored[c.id]
+                    text = old.text if c.text is None else c.text
+                    metadata = old.metadata if c.metadata is None else c.metadata
+                    row = IndexRow(
+                        c.id,
+                        text,
+                        old.tags if c.tags is None else c.tags,
+                        metadata,
+                        content_hash(text, metadata),
+                        old.created_at or now,
+                        max(now, old.updated_at),
+                    )
+                    part.append(row)
+                    metadatas.append(chroma_metadata(row, stored_metadata))
+                    removed_tags.extend(t for t in old.tags if t not in row.tags)
+                rows.extend(part)
+                block = vectors[start : start + step]
                 with self._sync.writing():
-                    self._collection.write("upsert", part, block, metadatas[start : start + step])
+                    self._collection.write("upsert", part, block, metadatas)
                     self._sync.after_collection_write(
                         [row.id for row in part], functools.partial(self._index.upsert, part, block)
                     )
@@ -292,7 +296,7 @@ class Writer:
             present = self._collection.metadata_by_id(ids)
             missing = [i for i in ids if i not in present]
             if missing:
-                raise MemoryNotFoundError(missing[0])
+                raise MemoryNotFoundError.of(list(dict.fromkeys(missing)))
             return self._delete(ids)
 
     def delete_matching(self, node: Node) -> DeleteReport:

@@ -32,7 +32,7 @@ from hybrid_memory._filters import Node
 from hybrid_memory._index.bm25 import KeywordSearch
 from hybrid_memory._index.file import IndexFile, rollback
 from hybrid_memory._index.postings import IntArray
-from hybrid_memory._index.reads import IndexReads, Key, MemoryIds, rowids_of
+from hybrid_memory._index.reads import IndexReads, Key, MemoryIds, rowids_of, updated_at_of
 from hybrid_memory._index.tags import TagIndex, TagMatch
 from hybrid_memory._index.writes import (
     ROW_TABLES,
@@ -161,10 +161,13 @@ class KeywordIndex:
                 yield
             tx.follow = lambda: self._follow(batch, tokens)
 
-    def copy_in(self, read: Callable[[], Sequence[IndexRow] | None]) -> int | None:
+    def copy_in(
+        self, read: Callable[[], Sequence[IndexRow] | None], *, changed_only: bool = False
+    ) -> int | None:
         """Upsert the rows ``read()`` returns (a page of the collection's records), read
         inside the write transaction: how many (None when ``read()`` returned None: no
-        page was left).
+        page was left). ``changed_only``: only the rows whose ``updated_at`` differs
+        from the index's (or that it lacks).
 
         Every writer writes the index after the collection (an add holds the index's
         write lock around its collection write, an update and a delete take it after
@@ -173,6 +176,12 @@ class KeywordIndex:
         the copy, not brought back (or back to its old text) by it."""
         with self._transaction() as tx:
             rows = read()
+            if rows and changed_only:
+                held = updated_at_of(tx.conn, [r.id for r in rows])
+                rows = [r for r in rows if held.get(r.id) != r.updated_at]
+                if not rows:
+                    tx.abandoned = True
+                    return 0
             if not rows:
                 tx.abandoned = True
                 return None if rows is None else 0
@@ -355,6 +364,16 @@ class KeywordIndex:
         if self.lagging:
             found = {h: i for h, i in found.items() if i not in self.lagging}
         return found
+
+    def updated_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """``{id: updated_at}`` of the memories ``ids`` that the index holds."""
+        with self._lock:
+            return self.reads.updated_at(ids)
+
+    def stamps_after(self, since: float) -> list[float]:
+        """Each distinct ``updated_at`` after ``since`` that the index holds."""
+        with self._lock:
+            return self.reads.stamps_after(since)
 
     def watermark(self) -> float | None:
         """The newest ``updated_at`` indexed: where catching up with the collection starts."""

@@ -285,6 +285,13 @@ class IndexReads:
             )
         return out
 
+    def updated_at(self, ids: Sequence[str]) -> dict[str, float]:
+        return updated_at_of(self._conn, ids)
+
+    def stamps_after(self, since: float) -> list[float]:
+        query = "SELECT DISTINCT updated_at FROM memories WHERE updated_at > ?"
+        return [row[0] for row in self._conn.execute(query, (since,))]
+
     def texts(self, keys: Sequence[str] | Sequence[int], by: Key = "id") -> dict[str, str]:
         """The texts of the memories that exist among ``keys`` (ids, or row ids with
         ``by="rowid"``), by id."""
@@ -329,3 +336,13 @@ class IndexReads:
                     r[0], r[1], tuple(json.loads(r[2])), json.loads(r[3]), r[4], r[5], r[6]
                 )
         return out
+
+
+def updated_at_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, float]:
+    """``{id: updated_at}`` of the memories ``ids`` that exist."""
+    out: dict[str, float] = {}
+    for chunk, marks in chunks(ids):
+        out.update(
+            conn.execute(f"SELECT id, updated_at FROM memories WHERE id IN ({marks})", chunk)
+        )
+    return out
