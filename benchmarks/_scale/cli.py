@@ -23,11 +23,13 @@ from .constants import (
     CHROMA_DISK,
     CHROMA_MEMORY,
     DEFAULT_DATA,
+    FOREIGN_SYSTEMS,
     LABELS,
     MODEL,
     OURS_DISK,
     OURS_MEMORY,
     PEER_SYSTEMS,
+    PEER_TEXT_SYSTEMS,
     REPO,
     SCRIPT,
     SEED,
@@ -259,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.paired and any(name in PEER_SYSTEMS for name in systems):
         parser.error("--paired: the peers take other add counts; leave them out")
+    for name in systems:
+        if name in FOREIGN_SYSTEMS:
+            from hybrid_memory_eval.foreign import not_ready_reason
+
+            reason = not_ready_reason(name)
+            if reason:
+                parser.error(f"--systems {name}: {reason}")
     adds = max(args.adds, args.peer_adds)
     keep = [] if args.keep is None else ["--keep", str(args.keep.resolve())]
     report: dict[str, Any] = {
@@ -299,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 adds,
                 args.queries,
                 workdir,
-                peers=any(name in PEER_SYSTEMS for name in systems),
+                peers=any(name in PEER_TEXT_SYSTEMS for name in systems),
             )
             last_workdir = workdir
             rounds: list[dict[str, dict[str, Any]]] = []

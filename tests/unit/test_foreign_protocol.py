@@ -216,7 +216,7 @@ def test_the_driver_loop_answers_unknown_ops_and_bad_json(tmp_path: Path) -> Non
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert replies[0] == {"ready": True, "library": "toy", "version": "0"}
     assert replies[1]["error"].startswith("JSONDecodeError")
-    assert replies[2] == {"error": "unknown op 'drop': expected 'add', 'search' or 'close'"}
+    assert replies[2] == {"error": "unknown op 'drop': expected 'add', 'search', 'rss' or 'close'"}
     assert replies[3] == {"ok": True}
     assert done.returncode == 0 and "closed" in done.stderr
 
