@@ -38,6 +38,7 @@ from .constants import (
 )
 from .data import prepare
 from .embedding import HashingEmbedding
+from .plot import describe, load_reports, plot
 from .render import render
 from .turns import Turns, make_ring
 from .worker import run_model_worker, run_worker
@@ -217,6 +218,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help="draw search p50/p95 and add-one latency against N (log-log) for every system "
+        "measured into this PNG: from this run, or with --from from result files (needs "
+        "matplotlib, the bench extra)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_files",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="RESULT.json",
+        help="with --plot: draw from these result files (--json output) instead of running",
+    )
+    parser.add_argument(
         "--data",
         type=Path,
         default=DEFAULT_DATA,
@@ -252,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(result), encoding="utf-8")
         return 0
 
+    if args.from_files is not None:
+        if args.plot is None:
+            parser.error("--from: draws a curve; name the picture with --plot FILE.png")
+        curves = plot(load_reports(args.from_files), args.plot)
+        print(describe(curves, args.plot))
+        return 0
     if not (args.data / "locomo" / "corpus.jsonl").exists():
         parser.error(f"no evaluation data in {args.data} (pass --data)")
     if args.rounds < 1:
@@ -370,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render(report))
+    if args.plot is not None:
+        _log(describe(plot([report], args.plot), args.plot))
     failed = [
         name for block in report["results"] for name, r in block["systems"].items() if "error" in r
     ]
