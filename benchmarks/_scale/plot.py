@@ -44,6 +44,19 @@ class Point:
     low: float
     high: float
     runs: int
+    busy: bool = False  # a run counted was on a busy machine (see :func:`busy`)
+
+
+#: A run is busy when the 1-minute load average it recorded passed this many per CPU
+#: (the report's own warning uses the same bar).
+BUSY_PER_CPU = 1.5
+
+
+def busy(result: dict[str, Any], cpus: int | None) -> bool:
+    """Whether a system's run recorded a load average above :data:`BUSY_PER_CPU` per CPU."""
+    loads = [result.get("load_average_start"), result.get("load_average_end")]
+    known = [v for v in loads if isinstance(v, (int, float))]
+    return bool(known) and max(known) > BUSY_PER_CPU * (cpus or 1)
 
 
 def blocks_of(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -58,10 +71,11 @@ def blocks_of(report: dict[str, Any]) -> list[dict[str, Any]]:
 def curve_points(reports: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[Point]]]:
     """``{figure: {system: [Point, ...] by N}}`` from the given reports (see the module
     docstring for how repeated measurements combine). Systems that failed are left out."""
-    # (figure, system, n) -> date -> values
-    seen: dict[tuple[str, str, int], dict[str, list[float]]] = {}
+    # (figure, system, n) -> date -> (value, busy) of each run
+    seen: dict[tuple[str, str, int], dict[str, list[tuple[float, bool]]]] = {}
     for report in reports:
         date = str(report.get("date") or "")
+        cpus = value_at(report, "machine", "cpus")
         for block in blocks_of(report):
             n = int(block["n"])
             for system, result in block["systems"].items():
@@ -71,11 +85,20 @@ def curve_points(reports: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[
                     value = value_at(result, *path)
                     if isinstance(value, (int, float)) and value > 0:
                         by_date = seen.setdefault((figure, system, n), {})
-                        by_date.setdefault(date, []).append(float(value))
+                        run = (float(value), busy(result, cpus))
+                        by_date.setdefault(date, []).append(run)
     curves: dict[str, dict[str, list[Point]]] = {figure: {} for figure in FIGURES}
     for (figure, system, n), by_date in sorted(seen.items()):
-        values = by_date[max(by_date)]
-        point = Point(n, statistics.median(values), min(values), max(values), len(values))
+        runs = by_date[max(by_date)]
+        values = [value for value, _ in runs]
+        point = Point(
+            n,
+            statistics.median(values),
+            min(values),
+            max(values),
+            len(values),
+            any(was_busy for _, was_busy in runs),
+        )
         curves[figure].setdefault(system, []).append(point)
     return curves
 
@@ -126,7 +149,7 @@ def draw(curves: dict[str, dict[str, list[Point]]], out: Path, title: str = "") 
     if not systems:
         raise SystemExit("--plot: no system with search or add figures in the results given")
     colours = dict(zip(systems, plt.get_cmap("tab10").colors, strict=False))
-    fig, (search_ax, add_ax) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
+    fig, (search_ax, add_ax) = plt.subplots(1, 2, figsize=(12, 6), layout="constrained")
     panels = (
         (search_ax, (("search_p50", "-", "o"), ("search_p95", "--", "s")), "search"),
         (add_ax, (("add_one_p50", "-", "o"),), "add one memory (until searchable)"),
@@ -137,18 +160,19 @@ def draw(curves: dict[str, dict[str, list[Point]]], out: Path, title: str = "") 
                 xs = [p.n for p in points]
                 ys = [p.median for p in points]
                 spread = [[p.median - p.low for p in points], [p.high - p.median for p in points]]
-                suffix = {"search_p50": " p50", "search_p95": " p95"}.get(figure, " p50")
-                ax.errorbar(
-                    xs,
-                    ys,
-                    yerr=spread,
-                    linestyle=style,
-                    marker=marker,
-                    markersize=5,
-                    capsize=3,
-                    color=colours[system],
-                    label=_label(system) + suffix,
-                )
+                colour = colours[system]
+                ax.errorbar(xs, ys, yerr=spread, linestyle=style, capsize=3, color=colour)
+                for hollow in (False, True):  # a run on a busy machine: a hollow marker
+                    picked = [p for p in points if p.busy == hollow]
+                    ax.plot(
+                        [p.n for p in picked],
+                        [p.median for p in picked],
+                        linestyle="none",
+                        marker=marker,
+                        markersize=6,
+                        color=colour,
+                        markerfacecolor="white" if hollow else colour,
+                    )
         ax.set_xscale("log")
         ax.set_yscale("log")
         # Plain numbers, not powers of ten: 1k .. 1M memories, milliseconds as they are.
@@ -159,7 +183,18 @@ def draw(curves: dict[str, dict[str, list[Point]]], out: Path, title: str = "") 
         ax.set_ylabel("milliseconds")
         ax.set_title(what)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+    from matplotlib.lines import Line2D
+
+    key = [Line2D([], [], color=colours[s], linewidth=2, label=_label(s)) for s in systems]
+    key += [
+        Line2D([], [], color="grey", marker="o", label="p50 (solid)"),
+        Line2D([], [], color="grey", marker="s", linestyle="--", label="search p95 (dashed)"),
+        Line2D(
+            [], [], color="grey", marker="o", markerfacecolor="white", linestyle="none",
+            label=f"hollow: run on a busy machine (load > {BUSY_PER_CPU:g} per CPU)",
+        ),
+    ]  # fmt: skip
+    fig.legend(handles=key, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.savefig(out, dpi=110)

@@ -128,3 +128,12 @@ def test_from_without_plot_and_a_file_that_is_not_a_result_are_refused(tmp_path:
         timeout=60,
     )
     assert done.returncode != 0 and f"--from {bad}: not a scale benchmark result" in done.stderr
+
+
+def test_a_point_from_a_run_on_a_busy_machine_is_marked() -> None:
+    quiet = system(5, 8, 20) | {"load_average_start": 1.2, "load_average_end": 2.9}
+    loaded = system(9, 15, 60) | {"load_average_start": 2.0, "load_average_end": 7.6}
+    curves = curve_points(
+        [report("2026-11-27", 1_000, ours=quiet), report("2026-11-27", 10_000, ours=loaded)]
+    )
+    assert [p.busy for p in curves["search_p50"]["ours"]] == [False, True]  # 7.6 > 1.5 x 2
