@@ -191,7 +191,7 @@ def run_worker(
             "first_search_settle_s": round(settle, 3),
             "engine_s": round(ingest_engine, 3),
             "rate_per_s": round(len(store) / ingest_engine, 1),
-            "peak_rss_mb": Rss.peak_mb(),
+            "peak_rss_mb": system.rss()["peak_mb"] if foreign else Rss.peak_mb(),
         }
         result["count_after_ingest"] = system.count()
 
