@@ -6,16 +6,14 @@ vectors of the two backends are compared by test_default_model.py."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks.embedding_rate import main, padding_share
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from embedding_rate import main, padding_share  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
