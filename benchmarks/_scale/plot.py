@@ -9,7 +9,9 @@ first round's figures.
 When several files measure the same system at the same N (the repeated 100,000 rounds),
 only the newest date's runs count and the point is their median, with a bar from their
 lowest to their highest: an old run of older code does not pull the curve, and a noisy
-round shows as a bar, not as a point that moves.
+round shows as a bar, not as a point that moves. A run whose recorded load average passed
+1.5 per CPU (a busy machine) counts only where no quieter run of that date exists, and its
+point is then drawn hollow.
 
 The data (:func:`curve_points`) is pure and separate from the drawing (:func:`draw`),
 which needs matplotlib (the ``bench`` extra).
@@ -90,6 +92,8 @@ def curve_points(reports: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[
     curves: dict[str, dict[str, list[Point]]] = {figure: {} for figure in FIGURES}
     for (figure, system, n), by_date in sorted(seen.items()):
         runs = by_date[max(by_date)]
+        quiet = [run for run in runs if not run[1]]
+        runs = quiet or runs  # runs on a busy machine count only when there is no other
         values = [value for value, _ in runs]
         point = Point(
             n,

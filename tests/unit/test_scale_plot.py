@@ -137,3 +137,13 @@ def test_a_point_from_a_run_on_a_busy_machine_is_marked() -> None:
         [report("2026-11-27", 1_000, ours=quiet), report("2026-11-27", 10_000, ours=loaded)]
     )
     assert [p.busy for p in curves["search_p50"]["ours"]] == [False, True]  # 7.6 > 1.5 x 2
+
+
+def test_busy_runs_count_only_where_no_quiet_run_exists() -> None:
+    quiet = system(5, 8, 20) | {"load_average_start": 1.2, "load_average_end": 1.4}
+    loaded = system(50, 80, 200) | {"load_average_start": 7.0, "load_average_end": 7.6}
+    curves = curve_points(
+        [report("2026-11-27", 100_000, ours=quiet), report("2026-11-27", 100_000, ours=loaded)]
+    )
+    (point,) = curves["search_p50"]["ours"]
+    assert (point.median, point.runs, point.busy) == (5, 1, False)
