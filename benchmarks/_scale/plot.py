@@ -227,7 +227,7 @@ def describe(curves: dict[str, dict[str, list[Point]]], out: Path) -> str:
     for figure, systems in curves.items():
         for system, points in systems.items():
             values = ", ".join(
-                f"{p.n:,}: {p.median:.3g} ms" + (f" ({p.runs} runs)" if p.runs > 1 else "")
+                f"{p.n:,}: {p.median:.4g} ms" + (f" ({p.runs} runs)" if p.runs > 1 else "")
                 for p in points
             )
             lines.append(f"  {figure:<12} {_label(system):<40} {values}")
