@@ -132,14 +132,17 @@ class MiniLM:
             source, _session_options(), providers=["CPUExecutionProvider"]
         )
 
-    def embed(self, texts: list[str], batch_size: int) -> Matrix:
+    def embed(self, texts: list[str], batch_size: int, *, by_length: bool = True) -> Matrix:
         """L2-normalised mean-pooled vectors, one row per text, in the order given.
 
-        Texts are run in batches of similar token counts, so little is padding.
+        Texts are run in batches of similar token counts, so little is padding (each batch
+        is padded to its longest text); ``by_length=False`` runs them in the order given
+        instead, the same vectors at more cost (kept to measure what the sort saves:
+        ``benchmarks/embedding_rate.py``).
         """
         encodings = self.tokenizer.encode_batch(texts)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
-        order = np.argsort(lengths, kind="stable")
+        order = np.argsort(lengths, kind="stable") if by_length else np.arange(len(texts))
         pooled = np.empty((len(texts), HIDDEN), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
             rows = order[start : start + batch_size]

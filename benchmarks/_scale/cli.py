@@ -23,11 +23,13 @@ from .constants import (
     CHROMA_DISK,
     CHROMA_MEMORY,
     DEFAULT_DATA,
+    FOREIGN_SYSTEMS,
     LABELS,
     MODEL,
     OURS_DISK,
     OURS_MEMORY,
     PEER_SYSTEMS,
+    PEER_TEXT_SYSTEMS,
     REPO,
     SCRIPT,
     SEED,
@@ -36,6 +38,7 @@ from .constants import (
 )
 from .data import prepare
 from .embedding import HashingEmbedding
+from .plot import describe, load_reports, plot
 from .render import render
 from .turns import Turns, make_ring
 from .worker import run_model_worker, run_worker
@@ -215,6 +218,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help="draw search p50/p95 and add-one latency against N (log-log) for every system "
+        "measured into this PNG: from this run, or with --from from result files (needs "
+        "matplotlib, the bench extra)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_files",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="RESULT.json",
+        help="with --plot: draw from these result files (--json output) instead of running",
+    )
+    parser.add_argument(
         "--data",
         type=Path,
         default=DEFAULT_DATA,
@@ -250,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(result), encoding="utf-8")
         return 0
 
+    if args.from_files is not None:
+        if args.plot is None:
+            parser.error("--from: draws a curve; name the picture with --plot FILE.png")
+        curves = plot(load_reports(args.from_files), args.plot)
+        print(describe(curves, args.plot))
+        return 0
     if not (args.data / "locomo" / "corpus.jsonl").exists():
         parser.error(f"no evaluation data in {args.data} (pass --data)")
     if args.rounds < 1:
@@ -259,6 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.paired and any(name in PEER_SYSTEMS for name in systems):
         parser.error("--paired: the peers take other add counts; leave them out")
+    for name in systems:
+        if name in FOREIGN_SYSTEMS:
+            from hybrid_memory_eval.foreign import not_ready_reason
+
+            reason = not_ready_reason(name)
+            if reason:
+                parser.error(f"--systems {name}: {reason}")
     adds = max(args.adds, args.peer_adds)
     keep = [] if args.keep is None else ["--keep", str(args.keep.resolve())]
     report: dict[str, Any] = {
@@ -299,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 adds,
                 args.queries,
                 workdir,
-                peers=any(name in PEER_SYSTEMS for name in systems),
+                peers=any(name in PEER_TEXT_SYSTEMS for name in systems),
             )
             last_workdir = workdir
             rounds: list[dict[str, dict[str, Any]]] = []
@@ -361,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render(report))
+    if args.plot is not None:
+        _log(describe(plot([report], args.plot), args.plot))
     failed = [
         name for block in report["results"] for name, r in block["systems"].items() if "error" in r
     ]

@@ -11,6 +11,7 @@ from .constants import (
     CHROMA_DISK,
     CHROMA_LAYOUT,
     CHROMA_MEMORY,
+    FOREIGN_SYSTEMS,
     LANGCHAIN,
     LLAMAINDEX,
     OURS,
@@ -61,7 +62,7 @@ def compare(systems: dict[str, dict[str, Any]]) -> dict[str, Any]:
                     value_at(systems[CHROMA_LAYOUT], "ingest", "engine_s"),
                 ),
             }
-        for peer in PEER_SYSTEMS:
+        for peer in PEER_SYSTEMS + FOREIGN_SYSTEMS:
             if peer not in systems or "error" in systems[peer]:
                 continue
             theirs = systems[peer]
@@ -77,6 +78,10 @@ def compare(systems: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 ),
                 "search_p95": _ratio(
                     value_at(mine, "search_ms", "p95"), value_at(theirs, "search_ms", "p95")
+                ),
+                "filtered_p95": _ratio(
+                    value_at(mine, "search_filtered_ms", "p95"),
+                    value_at(theirs, "search_filtered_ms", "p95"),
                 ),
                 "peak_rss_growth": _ratio(
                     value_at(mine, "rss_mb", "growth"), value_at(theirs, "rss_mb", "growth")
@@ -134,4 +139,8 @@ def targets(
     check("search_vs_langchain", lc, lambda v: v <= 0.1, "<= 0.1 (10x faster)")
     li = value_at(ratios, f"{OURS_DISK}/{LLAMAINDEX}", "search_p50")
     check("search_vs_llamaindex", li, lambda v: v <= 1.0, "<= 1.0")
+    # Issue 44: ahead of mem0 and mcp-memory-service on every figure (or say why not).
+    for peer in FOREIGN_SYSTEMS:
+        for figure, ratio in (value_at(ratios, f"{OURS_DISK}/{peer}") or {}).items():
+            check(f"{figure}_vs_{peer}", ratio, lambda v: v < 1.0, "< 1 (ahead)")
     return out

@@ -37,6 +37,9 @@ CHROMA_LAYOUT = "chroma-disk-layout"  # only when asked for with --systems
 LANGCHAIN = "langchain"
 LLAMAINDEX = "llamaindex"
 MODEL = "model"
+# The memory services run from their own virtual environments (hybrid_memory_eval.foreign).
+MEM0 = "mem0"
+MCP_MEMORY_SERVICE = "mcp-memory-service"
 
 LABELS = {
     OURS_DISK: "hybrid-memory (disk)",
@@ -46,6 +49,11 @@ LABELS = {
     CHROMA_LAYOUT: "Chroma add+query, hybrid-memory's metadata layout (disk)",
     LANGCHAIN: "LangChain Ensemble (memory)",
     LLAMAINDEX: "LlamaIndex Fusion (memory)",
+    MEM0: "mem0, infer=False (Chroma, disk)",
+    MCP_MEMORY_SERVICE: "mcp-memory-service (sqlite-vec, disk)",
 }
 OURS = (OURS_DISK, OURS_MEMORY)
 PEER_SYSTEMS = (LANGCHAIN, LLAMAINDEX)
+FOREIGN_SYSTEMS = (MEM0, MCP_MEMORY_SERVICE)
+# Systems that index "<tags>: <text>" (they have no tags of their own to search).
+PEER_TEXT_SYSTEMS = PEER_SYSTEMS + FOREIGN_SYSTEMS

@@ -76,6 +76,7 @@ def render(report: dict[str, Any]) -> str:
             "search p50 ms",
             "p95 ms",
             "filtered p50",
+            "filtered p95",
             "peak RSS MB",
             "RSS growth MB",
             "searchable",
@@ -94,12 +95,25 @@ def render(report: dict[str, Any]) -> str:
                     _fmt(value_at(r, "search_ms", "p50"), 2),
                     _fmt(value_at(r, "search_ms", "p95"), 2),
                     _fmt(value_at(r, "search_filtered_ms", "p50"), 2),
+                    _fmt(value_at(r, "search_filtered_ms", "p95"), 2),
                     _fmt(value_at(r, "rss_mb", "peak"), 0),
                     _fmt(value_at(r, "rss_mb", "growth"), 0),
                     " ".join(f"{k}={v}" for k, v in r.get("searchable_after_add", {}).items()),
                 ]
             )
         lines.append(_table(headers, rows))
+        for name, r in block["systems"].items():
+            hits = r.get("search_filtered_hits_mean")
+            if hits is not None and hits < K:
+                lines.append(
+                    f"  {LABELS[name]}: a filtered search returned {hits} of the {K} hits "
+                    "asked on average (every user has more memories than that)"
+                )
+            if r.get("add_one_refused"):
+                lines.append(
+                    f"  {LABELS[name]}: declined {len(r['add_one_refused'])} of the single "
+                    f"adds: {r['add_one_refused'][0]['message']}"
+                )
         if block["ratios"]:
             lines.append("")
             lines.append("ratios ours/theirs (time: < 1 = hybrid-memory faster)")
@@ -109,6 +123,7 @@ def render(report: dict[str, Any]) -> str:
                 "add-one p50",
                 "search p50",
                 "search p95",
+                "filtered p95",
                 "RSS growth",
             ]
             rrows = [
@@ -118,6 +133,7 @@ def render(report: dict[str, Any]) -> str:
                     _fmt_ratio(v.get("add_one_p50")),
                     _fmt_ratio(v.get("search_p50")),
                     _fmt_ratio(v.get("search_p95")),
+                    _fmt_ratio(v.get("filtered_p95")),
                     _fmt_ratio(v.get("peak_rss_growth")),
                 ]
                 for pair, v in block["ratios"].items()

@@ -16,6 +16,7 @@ from .constants import (
     CHROMA_LAYOUT,
     CHROMA_MEMORY,
     CHROMA_SYNC_CYCLE,
+    FOREIGN_SYSTEMS,
     LANGCHAIN,
     LLAMAINDEX,
     OURS,
@@ -61,6 +62,11 @@ class System:
 
     def count(self) -> int:
         raise NotImplementedError
+
+    def library_seconds(self) -> float | None:
+        """Seconds the last call spent inside the system when it runs in another
+        process and times itself there (:mod:`_scale.foreign`); None: time the call."""
+        return None
 
     def close(self) -> None:
         pass
@@ -309,6 +315,10 @@ def build_system(name: str, embedding: TableEmbedding, scratch: Path) -> System:
         return ChromaOnly(embedding, None)
     if name == CHROMA_LAYOUT:
         return ChromaWithLayout(embedding, scratch / "chroma")
+    if name in FOREIGN_SYSTEMS:
+        from .foreign import ForeignSystem
+
+        return ForeignSystem(name, embedding)
     from hybrid_memory_eval import langchain_ensemble, llama_index_fusion
 
     if name == LANGCHAIN:
@@ -328,6 +338,8 @@ def import_system(name: str) -> None:
         import langchain_chroma  # noqa: F401
         import langchain_classic.retrievers  # noqa: F401
         import langchain_community.retrievers  # noqa: F401
+    elif name in FOREIGN_SYSTEMS:
+        import hybrid_memory_eval.foreign  # noqa: F401
     elif name == LLAMAINDEX:
         import llama_index.core
         import llama_index.retrievers.bm25

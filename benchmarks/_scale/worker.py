@@ -23,9 +23,11 @@ from .constants import (
     LABELS,
     OURS_DISK,
     PEER_SYSTEMS,
+    PEER_TEXT_SYSTEMS,
 )
 from .data import load_prepared
 from .embedding import HashingEmbedding, TableEmbedding
+from .foreign import ForeignSystem
 from .measure import Rss, dir_mb, percentiles
 from .systems import Ours, System, build_system, import_system
 from .turns import Alone, Turns
@@ -37,11 +39,15 @@ BLOCK = 10
 def _timed_search(
     system: System, embedding: TableEmbedding, query: str, where: dict[str, Any] | None = None
 ) -> tuple[float, float, list[str]]:
-    """(wall ms, ms excluding the embedding calls made inside, ids) of one search."""
+    """(wall ms, ms excluding the embedding calls made inside, ids) of one search; for
+    a system timed in its own process, the second is the time it measured there."""
     before = embedding.seconds
     start = time.perf_counter()
     ids = system.search(query, where)
     wall = time.perf_counter() - start
+    inside = system.library_seconds()
+    if inside is not None:
+        return wall * 1e3, inside * 1e3, ids
     return wall * 1e3, (wall - (embedding.seconds - before)) * 1e3, ids
 
 
@@ -129,7 +135,7 @@ def run_worker(
     ``keep``, the system's store is moved there when done (``<keep>/<name>-<n>``), to be
     profiled afterwards; else it is deleted."""
     turns = turns or Alone()
-    data, matrix, keys = load_prepared(workdir, peer=name in PEER_SYSTEMS)
+    data, matrix, keys = load_prepared(workdir, peer=name in PEER_TEXT_SYSTEMS)
     embedding = TableEmbedding(keys, matrix, HashingEmbedding().embed_array, name=data["embedding"])
     store, extra = data["store"], data["extra"][:adds]
     warmup, queries = data["warmup"], data["queries"]
@@ -148,15 +154,23 @@ def run_worker(
             start = time.perf_counter()
             system = build_system(name, embedding, scratch)
             result["open_s"] = round(time.perf_counter() - start, 3)
+        foreign = isinstance(system, ForeignSystem)
+        if foreign:
+            # The store lives in the driver's process: its memory is the figure, from
+            # there, with the library imported and an empty store open as the baseline.
+            baseline = system.rss(reset=True)["current_mb"]
+            result["peer"] = system.info
 
         embedding.seconds = 0.0
         ingest_wall = 0.0
+        ingest_inside = 0.0  # what a system timed in its own process says it spent
         blocks = ingest_blocks(len(store), name)
         for position, (begin, end) in enumerate(blocks):
             with turns.turn():
                 start = time.perf_counter()
                 system.ingest(store[begin:end])
                 ingest_wall += time.perf_counter() - start
+                ingest_inside += system.library_seconds() or 0.0
                 if position == len(blocks) - 1:
                     # Work deferred to the first search (LlamaIndex builds its BM25 index
                     # there) belongs to the ingest: first search minus a repeat of it.
@@ -166,6 +180,8 @@ def run_worker(
         settle = max(0.0, first - again) / 1e3
         wasted = getattr(system, "failed_attempt_s", 0.0)
         ingest_engine = ingest_wall - wasted - embed_seconds + settle
+        if foreign:  # the library's own time: no pipe, no JSON, no embedding lookups
+            ingest_engine = ingest_inside + settle
         result["ingest"] = {
             "blocks": len(blocks),
             "calls": getattr(system, "ingest_calls", len(blocks)),
@@ -175,7 +191,7 @@ def run_worker(
             "first_search_settle_s": round(settle, 3),
             "engine_s": round(ingest_engine, 3),
             "rate_per_s": round(len(store) / ingest_engine, 1),
-            "peak_rss_mb": Rss.peak_mb(),
+            "peak_rss_mb": system.rss()["peak_mb"] if foreign else Rss.peak_mb(),
         }
         result["count_after_ingest"] = system.count()
 
@@ -206,6 +222,9 @@ def run_worker(
                 start = time.perf_counter()
                 system.add_one(memory)
                 add = (time.perf_counter() - start) * 1e3
+                inside = system.library_seconds()
+                if inside is not None:
+                    add = inside * 1e3
                 first, _, _ = _timed_search(system, embedding, memory["text"])
                 again, _, _ = _timed_search(system, embedding, memory["text"])
                 checked = system.found_by(memory)
@@ -237,22 +256,32 @@ def run_worker(
         with turns.turn():  # every worker takes this turn, to keep the ring in step
             if isinstance(system, Ours):
                 result["search_stages_ms"] = search_stages(system, queries)
-        filtered = []
+        filtered, filtered_hits = [], []
         for start in range(0, len(queries), BLOCK):
             with turns.turn():
                 for i in range(start, min(start + BLOCK, len(queries))):
                     if system.filterable:
                         where = {"user": f"user-{i % FILTER_USERS:02d}"}
-                        filtered.append(_timed_search(system, embedding, queries[i], where)[1])
+                        _, spent, ids = _timed_search(system, embedding, queries[i], where)
+                        filtered.append(spent)
+                        filtered_hits.append(len(ids))
         if system.filterable:
             result["search_filtered_ms"] = percentiles(filtered)
+            # Hits each filtered search returned, K asked (every user has hundreds of
+            # memories): fewer means a filter applied after a top-k cut lost some.
+            result["search_filtered_hits_mean"] = round(
+                sum(filtered_hits) / max(1, len(filtered_hits)), 2
+            )
         result["count"] = system.count()
-        peak = Rss.peak_mb()
+        peak = system.rss()["peak_mb"] if foreign else Rss.peak_mb()
+        if foreign:  # single adds the library declined (not stored)
+            result["add_one_refused"] = system.refused
         result["rss_mb"] = {
             "baseline": baseline,
             "peak": peak,
             "growth": round(peak - baseline, 1),
             "peak_reset_at_baseline": rss.resettable,
+            "process": "the peer's driver" if foreign else "this worker",
         }
         result["embedding_fallback_texts"] = embedding.fallback_texts
         result["load_average_end"] = round(os.getloadavg()[0], 2)

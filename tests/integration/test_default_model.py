@@ -86,6 +86,19 @@ def test_batching_and_order_do_not_change_vectors(onnx: MiniLMEmbedder) -> None:
     assert np.allclose(small_batches, together, atol=2e-6)
 
 
+def test_the_length_sort_returns_the_vectors_of_the_order_given(onnx: MiniLMEmbedder) -> None:
+    # Texts of very different lengths in an order the sort changes, three batches: the
+    # sorted path (the default) and the path in the order given agree text by text.
+    texts = [SENTENCES[i % len(SENTENCES)] + f" (copy {i})" * (i % 4) for i in range(20)]
+    model = onnx._load()
+    sorted_path = model.embed(texts, 8)
+    given_order = model.embed(texts, 8, by_length=False)
+    lengths = [len(model.tokenizer.encode(t).ids) for t in texts]
+    assert lengths != sorted(lengths)  # the sort did reorder them
+    assert np.abs(sorted_path - given_order).max() <= 1e-6
+    assert np.abs(sorted_path - onnx.embed_matrix(texts)).max() <= 1e-6  # the store's path
+
+
 def test_truncation_at_256_tokens(onnx: MiniLMEmbedder) -> None:
     # Words past the 256th token do not change the vector; words before it do.
     longer = LONG_TEXT + " and then something entirely different about volcanoes"

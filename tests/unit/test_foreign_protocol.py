@@ -216,7 +216,7 @@ def test_the_driver_loop_answers_unknown_ops_and_bad_json(tmp_path: Path) -> Non
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert replies[0] == {"ready": True, "library": "toy", "version": "0"}
     assert replies[1]["error"].startswith("JSONDecodeError")
-    assert replies[2] == {"error": "unknown op 'drop': expected 'add', 'search' or 'close'"}
+    assert replies[2] == {"error": "unknown op 'drop': expected 'add', 'search', 'rss' or 'close'"}
     assert replies[3] == {"ok": True}
     assert done.returncode == 0 and "closed" in done.stderr
 
@@ -258,3 +258,70 @@ def test_every_driver_stays_out_of_hybrid_memory() -> None:
                     else []
                 )
                 assert not any(n.split(".")[0] == "hybrid_memory" for n in names), module
+
+
+# --- what the scale benchmark asks of a driver ---------------------------------------------
+
+
+SCALE_BACKEND = f"""
+import sys
+sys.path.insert(0, {str(DRIVERS)!r})
+from _protocol import serve
+
+
+class Backend:
+    info = {{"library": "toy"}}
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, records, filter_fields=()):
+        for r in records:
+            kept = {{f: r["metadata"][f] for f in filter_fields if f in r["metadata"]}}
+            self.rows.append((r["id"], kept))
+
+    def add_one(self, record, filter_fields=()):
+        if record["text"] == "refuse me":
+            return {{"stored": False, "message": "duplicate"}}
+        self.add([record], filter_fields)
+        return {{"stored": True, "message": "ok"}}
+
+    def search(self, query, vector, k, where=None):
+        wanted = (where or {{}}).items()
+        rows = [i for i, kept in self.rows if all(kept.get(f) == v for f, v in wanted)]
+        return rows[:k]
+
+    def close(self):
+        pass
+
+
+sys.exit(serve(Backend))
+"""
+
+
+def test_single_adds_filters_seconds_and_rss_through_the_driver_loop(tmp_path: Path) -> None:
+    peer = start(script(tmp_path, SCALE_BACKEND))
+    peer.filter_fields = ("user",)
+    try:
+        peer.add([PeerRecord(f"m{i}", f"text {i}", (), {"user": f"u{i % 2}"}) for i in range(6)])
+        assert isinstance(peer.last_seconds, float) and peer.last_seconds >= 0
+        assert peer.search("text", 10, {"user": "u1"}) == ["m1", "m3", "m5"]
+        assert peer.search("text", 2) == ["m0", "m1"]  # no filter: every memory
+        reply = peer.add_one(PeerRecord("m6", "text 6", (), {"user": "u1"}))
+        assert reply["ok"] and reply["stored"] and reply["s"] >= 0
+        assert peer.search("text", 10, {"user": "u1"})[-1] == "m6"
+        assert peer.add_one(PeerRecord("m7", "refuse me"))["stored"] is False
+        memory = peer.rss(reset=True)
+        assert memory["current_mb"] > 5 and memory["peak_mb"] >= memory["current_mb"] - 1
+    finally:
+        peer.close()
+
+
+def test_a_driver_without_single_adds_says_so(tmp_path: Path) -> None:
+    peer = start(script(tmp_path, TOY_BACKEND))
+    try:
+        with pytest.raises(ForeignPeerError, match="this driver has no 'add_one'"):
+            peer.add_one(PeerRecord("a", "abc"))
+        peer.add([PeerRecord("b", "bbb")])  # the loop goes on
+    finally:
+        peer.close()

@@ -22,10 +22,11 @@ defaults apply)::
   and no model download.
 - The protocol (one JSON object a line, one reply per request; see
   ``drivers/_protocol.py``): ``add`` -> ``{"ok": true}``, ``search`` -> ``{"ids": [...]}``,
-  ``close`` -> ``{"ok": true}``, any failure -> ``{"error": "..."}``, which raises
-  :class:`ForeignPeerError` naming the peer. The driver's stderr goes to a log file
-  (deleted when the peer closes cleanly); a driver that dies is reported with its exit
-  code and the last lines of that log.
+  ``close`` -> ``{"ok": true}`` (and for the scale benchmark a single add, a filtered
+  search, the library's own seconds per call and the driver's ``rss``), any failure ->
+  ``{"error": "..."}``, which raises :class:`ForeignPeerError` naming the peer. The
+  driver's stderr goes to a log file (deleted when the peer closes cleanly); a driver
+  that dies is reported with its exit code and the last lines of that log.
 - Peers cannot use tags: a record is indexed as :func:`peer_text` of it, as for the other
   peers.
 - Venvs live in ``~/.cache/hybrid-memory/peer-venvs/<name>`` (``HYBRID_MEMORY_PEER_VENVS``
@@ -282,6 +283,7 @@ class ForeignPeer:
         self._timeout = timeout
         self._buffer = bytearray()
         self._closed = False
+        self._seconds: float | None = None
         handle, log = tempfile.mkstemp(
             prefix=f"hybrid-memory-peer-{_slug(name)}-", suffix=".log", dir=log_dir
         )
@@ -319,29 +321,69 @@ class ForeignPeer:
     # The Peer protocol -----------------------------------------------------------------
 
     def add(self, records: Sequence[PeerRecord]) -> None:
+        seconds = 0.0
         for start in range(0, len(records), self.batch_size):
             batch = records[start : start + self.batch_size]
-            texts = [peer_text(r) for r in batch]
-            vectors = self._embedding.embed_documents(texts)
-            payload = [
-                {
-                    "id": r.id,
-                    "text": text,
-                    "tags": list(r.tags),
-                    "metadata": r.metadata,
-                    "vector": [float(x) for x in vector],
-                }
-                for r, text, vector in zip(batch, texts, vectors, strict=True)
-            ]
-            self._request({"op": "add", "records": payload}, "add")
+            message = {"op": "add", "records": self._payload(batch), **self._fields}
+            seconds += _seconds(self._request(message, "add"))
+        self._seconds = seconds
 
-    def search(self, query: str, k: int) -> list[str]:
+    def search(self, query: str, k: int, where: dict[str, Any] | None = None) -> list[str]:
+        """The ids of the top ``k`` for ``query``; ``where`` ({field: value}, fields named
+        in :attr:`filter_fields` when they were added): the peer's own filtered search."""
         vector = [float(x) for x in self._embedding.embed_query(query)]
-        reply = self._request({"op": "search", "query": query, "vector": vector, "k": k}, "search")
+        message = {"op": "search", "query": query, "vector": vector, "k": k}
+        if where:
+            message["filter"] = where
+        reply = self._request(message, "search")
+        self._seconds = _seconds(reply)
         ids = reply.get("ids")
         if not isinstance(ids, list):
             raise self._error(f"search answered without a list of ids: {reply!r}")
         return [str(i) for i in ids]
+
+    # For the scale benchmark ------------------------------------------------------------
+
+    #: Metadata fields each add asks the driver to keep filterable (none for the evaluation).
+    filter_fields: tuple[str, ...] = ()
+
+    @property
+    def _fields(self) -> dict[str, Any]:
+        return {"filter_fields": list(self.filter_fields)} if self.filter_fields else {}
+
+    def add_one(self, record: PeerRecord) -> dict[str, Any]:
+        """The peer library's single-memory add; returns the driver's reply (``s``: the
+        seconds inside the library; mcp-memory-service says whether it ``stored`` it)."""
+        message = {"op": "add", "one": True, "records": self._payload([record]), **self._fields}
+        reply = self._request(message, "add one")
+        self._seconds = _seconds(reply)
+        return reply
+
+    @property
+    def last_seconds(self) -> float | None:
+        """Seconds the last ``add``, ``add_one`` or ``search`` spent inside the peer
+        library, measured in the driver: the library's time without the pipe and JSON
+        around it (for ``add``, the sum over its requests)."""
+        return self._seconds
+
+    def rss(self, reset: bool = False) -> dict[str, Any]:
+        """The driver process's resident memory, ``current_mb`` and ``peak_mb``;
+        ``reset``: the peak starts again from now."""
+        return self._request({"op": "rss", "reset": reset}, "rss")
+
+    def _payload(self, batch: Sequence[PeerRecord]) -> list[dict[str, Any]]:
+        texts = [peer_text(r) for r in batch]
+        vectors = self._embedding.embed_documents(texts)
+        return [
+            {
+                "id": r.id,
+                "text": text,
+                "tags": list(r.tags),
+                "metadata": r.metadata,
+                "vector": [float(x) for x in vector],
+            }
+            for r, text, vector in zip(batch, texts, vectors, strict=True)
+        ]
 
     def close(self) -> None:
         """Ask the driver to close (it deletes its store) and wait for it to exit."""
@@ -440,6 +482,12 @@ class ForeignPeer:
                 with contextlib.suppress(OSError):
                     stream.close()
         self._log.close()
+
+
+def _seconds(reply: dict[str, Any]) -> float:
+    """The library's seconds a reply reports (0 from a driver that does not say)."""
+    value = reply.get("s", 0.0)
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def _slug(name: str) -> str:

@@ -28,6 +28,12 @@ backend, ``mcp_memory_service.storage.sqlite_vec.SqliteVecMemoryStorage``, not o
   (the driver clears every ``MCP_*`` variable, then points ``MCP_MEMORY_BASE_DIR``, the
   package's home for backups and archives, at the temporary directory).
 
+For the scale benchmark: ``add_one`` is the package's single add, ``store(memory)``
+(what its ``store_memory`` tool calls); fields named in ``filter_fields`` are stored as
+tags ``"field:value"``, and a search with a filter asks ``search_memories(...,
+tags=["field:value"])``, the package's own filter (it over-fetches ``5 * limit`` hybrid
+hits, then keeps those with the tag).
+
 mcp-memory-service keys a memory by the hash of its lower-cased, stripped text, so two
 records with the same text are one memory: a hit on it answers every record id with that
 text, in the order they were added (other peers return such records side by side too).
@@ -46,6 +52,11 @@ from importlib.metadata import version
 from typing import Any
 
 from _protocol import Vectors, serve
+
+
+def filter_tags(metadata: dict[str, Any], fields: Sequence[str]) -> list[str]:
+    """The tags that stand for metadata fields: ``"field:value"`` for each field named."""
+    return [f"{field}:{metadata[field]}" for field in fields if field in metadata]
 
 
 class LookupModel:
@@ -107,7 +118,16 @@ class McpMemoryServiceBackend:
             ),
         }
 
-    def add(self, records: Sequence[dict[str, Any]]) -> None:
+    def _memory(self, record: dict[str, Any], filter_fields: Sequence[str]) -> Any:
+        text = record["text"]
+        return self._memory_class(
+            content=text,
+            content_hash=self._content_hash(text),
+            metadata={"record_id": str(record["id"])},
+            tags=filter_tags(record["metadata"], filter_fields),
+        )
+
+    def add(self, records: Sequence[dict[str, Any]], filter_fields: Sequence[str] = ()) -> None:
         memories = []
         for record in records:
             text = record["text"]
@@ -116,13 +136,7 @@ class McpMemoryServiceBackend:
             ids = self._ids.setdefault(content_hash, [])
             ids.append(str(record["id"]))
             if len(ids) == 1:
-                memories.append(
-                    self._memory_class(
-                        content=text,
-                        content_hash=content_hash,
-                        metadata={"record_id": str(record["id"])},
-                    )
-                )
+                memories.append(self._memory(record, filter_fields))
         results = self._loop.run_until_complete(self.storage.store_batch(memories))
         self.vectors.check()
         failed = [
@@ -138,11 +152,32 @@ class McpMemoryServiceBackend:
         for record in records:
             self.vectors.forget(record["text"])
 
-    def search(self, query: str, vector: list[float], k: int) -> list[str]:
+    def add_one(self, record: dict[str, Any], filter_fields: Sequence[str] = ()) -> dict[str, Any]:
+        """The package's single add, ``store(memory)``, as its ``store_memory`` tool calls
+        it (with its defaults: an exact-duplicate check and, when its configuration turns
+        it on, a semantic one). Answers whether it stored the memory and what it said."""
+        text = record["text"]
+        self.vectors.put(text, record["vector"])
+        memory = self._memory(record, filter_fields)
+        try:
+            stored, message = self._loop.run_until_complete(self.storage.store(memory))
+        finally:
+            self.vectors.forget(text)
+        self.vectors.check()
+        if stored:
+            self._ids.setdefault(memory.content_hash, []).append(str(record["id"]))
+        return {"stored": bool(stored), "message": str(message)}
+
+    def search(
+        self, query: str, vector: list[float], k: int, where: dict[str, Any] | None = None
+    ) -> list[str]:
         self.vectors.put(query, vector)
         try:
+            # A filter is the package's tag filter: memories stored with the tag
+            # "field:value" (``filter_fields``), the only metadata its search filters on.
+            tags = filter_tags(where or {}, list(where or {})) or None
             found = self._loop.run_until_complete(
-                self.storage.search_memories(query=query, mode="hybrid", limit=k)
+                self.storage.search_memories(query=query, mode="hybrid", limit=k, tags=tags)
             )
         finally:
             self.vectors.forget(query)

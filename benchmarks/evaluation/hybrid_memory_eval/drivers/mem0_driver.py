@@ -19,7 +19,10 @@ What it does, through mem0's Python API:
   metadata={"record_id": id}, infer=False)`` per record: with ``infer=False`` mem0
   stores the message text as given (no LLM rewriting, no merging); our id rides in the
   metadata, since mem0 assigns its own UUIDs.
-- ``search``: ``Memory.search(query, top_k=k, filters={"user_id": "eval"})`` with mem0's
+- ``add_one`` (the scale benchmark's single add): the same ``Memory.add`` call; fields
+  named in ``filter_fields`` are kept in the metadata beside our id.
+- ``search``: ``Memory.search(query, top_k=k, filters={"user_id": "eval"})`` (a filter
+  of the scale benchmark's, ``{"user": ...}``, added to those filters) with mem0's
   defaults otherwise: ``threshold=0.1`` (on the semantic score, ``1 / (1 + L2 distance)``
   from its Chroma adapter, so never reached by unit vectors), ``rerank=False``, an
   over-fetch of ``max(4k, 60)`` candidates.
@@ -100,14 +103,17 @@ class Mem0Backend:
             "search": "Memory.search(query, top_k=k) defaults: threshold 0.1, no rerank",
         }
 
-    def add(self, records: Sequence[dict[str, Any]]) -> None:
+    def add(self, records: Sequence[dict[str, Any]], filter_fields: Sequence[str] = ()) -> None:
         for record in records:
             text = record["text"]
             self.vectors.put(text, record["vector"])
+            # Fields to filter on ride in mem0's metadata beside our id, as a mem0 user
+            # stores them (mem0 copies metadata into its Chroma records).
+            kept = {f: record["metadata"][f] for f in filter_fields if f in record["metadata"]}
             result = self.memory.add(
                 [{"role": "user", "content": text}],
                 user_id=USER,
-                metadata={"record_id": record["id"]},
+                metadata={**kept, "record_id": record["id"]},
                 infer=False,
             )
             added = result.get("results", []) if isinstance(result, dict) else []
@@ -118,11 +124,20 @@ class Mem0Backend:
             self.vectors.forget(text)  # stored; a query may bring the same text again
         self.vectors.check()
 
-    def search(self, query: str, vector: list[float], k: int) -> list[str]:
+    def add_one(self, record: dict[str, Any], filter_fields: Sequence[str] = ()) -> None:
+        """mem0's add is one memory a call already: the same call."""
+        self.add([record], filter_fields)
+
+    def search(
+        self, query: str, vector: list[float], k: int, where: dict[str, Any] | None = None
+    ) -> list[str]:
         # mem0 strips the query before embedding it: the vector belongs to that text.
         self.vectors.put(query.strip(), vector)
         try:
-            found = self.memory.search(query, top_k=k, filters={"user_id": USER})
+            # A metadata filter goes beside the user id, as mem0's search takes it (its
+            # Chroma adapter turns both into one Chroma ``where``).
+            filters = {**(where or {}), "user_id": USER}
+            found = self.memory.search(query, top_k=k, filters=filters)
         finally:
             self.vectors.forget(query.strip())
         self.vectors.check()
