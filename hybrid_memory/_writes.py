@@ -146,30 +146,35 @@ class Writer:
         generated = [(i, p) for i, p in to_write.items() if memories.ids[p] is None]
         chosen = [(i, p) for i, p in to_write.items() if memories.ids[p] is not None]
         step = self._collection.max_batch()
+        created: float | None = None  # one call's new memories share one creation time
         for operation, part in (("add", generated), ("upsert", chosen)):
             for start in range(0, len(part), step):
                 batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
-                self._write_records(operation, batch, existing)
+                created = self._write_records(operation, batch, existing, created)
 
     def _write_records(
         self,
         operation: str,
         batch: Sequence[tuple[str, NewMemory]],
         existing: Mapping[str, Mapping[str, Any]],
-    ) -> None:
-        """Embed, store and index one batch, and note its tags. Stamped once embedded,
-        just before its one Chroma request (what the catch-up of other processes relies
-        on: :class:`~hybrid_memory._sync.IndexSync`)."""
+        created_at: float | None,
+    ) -> float:
+        """Embed, store and index one batch, and note its tags. Stamped (``updated_at``)
+        once embedded, just before its one Chroma request (what the catch-up of other
+        processes relies on: :class:`~hybrid_memory._sync.IndexSync`). New memories are
+        created at ``created_at``, the call's first stamp (this one's when None), which
+        is returned."""
         vectors = document_matrix(self._embedder, [m.text for _, m in batch])
         self._collection.check_dimension(vectors)
         now = now_timestamp()
+        first = now if created_at is None else created_at
         rows: list[IndexRow] = []
         metadatas: list[dict[str, Any]] = []
         removed_tags: list[str] = []
         for memory_id, m in batch:
             before = existing.get(memory_id)
             old_created = (before or {}).get(CREATED_KEY)
-            created = m.created_at if m.created_at is not None else (old_created or now)
+            created = m.created_at if m.created_at is not None else (old_created or first)
             row = IndexRow(memory_id, m.text, m.tags, m.metadata, m.content_hash, created, now)
             rows.append(row)
             metadatas.append(chroma_metadata(row, before))
@@ -183,6 +188,7 @@ class Writer:
             self._write_batch(operation, rows, vectors, metadatas)
             self._note_tags([row.tags for row in rows], removed_tags)
         self._recent.add([row.id for row in rows], vectors)
+        return first
 
     def _write_batch(
         self,

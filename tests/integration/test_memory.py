@@ -101,6 +101,15 @@ def test_add_many_is_batched_and_returns_ids_in_order(hash_embedding: HashEmbedd
         assert store.count() == 50 and store.count({"tags": {"$contains": "t1"}}) == 17
 
 
+def test_one_add_many_creates_its_memories_at_one_time(memory: HybridMemory) -> None:
+    # Generated and chosen ids go to Chroma in separate requests, each stamped on its
+    # own; the memories of one call still share one creation time.
+    ids = memory.add_many(["a first memory", {"text": "a second", "id": "mine"}, "a third"])
+    stored = memory.get_many(ids)
+    assert len({m.created_at for m in stored}) == 1
+    assert all(m.updated_at is not None and m.updated_at >= m.created_at for m in stored)
+
+
 def test_a_lone_tag_count_follows_updates_and_deletes(hash_embedding: HashEmbedding) -> None:
     """A count filtered by one tag (read off the tag table) equals the memories holding it,
     after tags change and memories go, and agrees with the general form of the filter."""
