@@ -215,6 +215,16 @@ class HybridMemorySettings(BaseSettings):
         "with the legs by RRF; 0 ignores such words.",
     )
 
+    supersede_factor: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="A memory another memory supersedes (add(..., supersedes=ID)) has its "
+        "fused score multiplied by this once per newer memory above it in its chain; it "
+        "still comes back (never filtered out), marked Hit.superseded_by. 1 leaves it "
+        "where it ranks.",
+    )
+
     # --- keyword index ------------------------------------------------------------
     keyword_tokenizer: str = Field(
         "porter unicode61 remove_diacritics 2",
@@ -305,6 +315,7 @@ SEARCH_SETTINGS = frozenset(
         "time_boost",
         "time_window_to_now",
         "time_order_weight",
+        "supersede_factor",
         "feedback_docs",
         "feedback_weight",
         "feedback_full_words",
