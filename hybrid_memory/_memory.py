@@ -177,7 +177,8 @@ class HybridMemory:
         if supersedes is not None:
             item["supersedes"] = supersedes
         memories = PendingMemories.of([new_memory(item, "", self.settings)])
-        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates).results[0]
+        written = self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates, one=True)
+        return written.results[0]
 
     @repairing
     def add_many(
@@ -208,10 +209,9 @@ class HybridMemory:
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
 
     def _add(
-        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool
+        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool, one: bool = False
     ) -> WriteReport:
         if memories.links:
-            one = len(memories) == 1
             self._check_links(
                 [
                     ("supersedes" if one else f"items[{p}].supersedes", memories.ids[p], target)

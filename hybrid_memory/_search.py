@@ -176,7 +176,7 @@ class Searcher:
             superseded, depths = chain_depths(
                 list(fused), lambda ids: index.superseding(SUPERSEDES_KEY, ids)
             )
-            demote_superseded(fused, depths, s.supersede_factor)
+            demote_superseded(fused, superseded, depths, s.supersede_factor)
 
         scores = {
             VECTOR: {i: vector_hits[i] for i in rankings[VECTOR]},

@@ -220,9 +220,9 @@ class HybridMemorySettings(BaseSettings):
         ge=0.0,
         le=1.0,
         description="A memory another memory supersedes (add(..., supersedes=ID)) has its "
-        "fused score multiplied by this once per newer memory above it in its chain; it "
-        "still comes back (never filtered out), marked Hit.superseded_by. 1 leaves it "
-        "where it ranks.",
+        "fused score multiplied by this once per newer memory above it in its chain, and "
+        "ranks below the memory superseding it when both are found; it still comes back "
+        "(never filtered out), marked Hit.superseded_by. 1 leaves it where it ranks.",
     )
 
     # --- keyword index ------------------------------------------------------------

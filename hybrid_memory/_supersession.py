@@ -11,7 +11,8 @@ ranks as before.
 
 At search time a superseded candidate is never dropped or filtered out: its fused score
 is multiplied by ``supersede_factor`` once per newer memory above it in its chain
-(A <- B <- C: A twice, B once), so the newest statement of a thing comes first and the
+(A <- B <- C: A twice, B once), and it is kept below the memory that supersedes it when
+that one is retrieved too, so the newest statement of a thing comes first and the
 history stays reachable. Its hit says which memory replaced it (``Hit.superseded_by``).
 
 Nothing here guesses a link: LongMemEval's knowledge-update judgments count the old
@@ -21,6 +22,7 @@ be shown safe on them, and none is built.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hybrid_memory._collection import ChromaCollection
@@ -69,14 +71,26 @@ def chain_depths(
     return direct, depths
 
 
-def demote_superseded(fused: dict[str, float], depths: Mapping[str, int], factor: float) -> None:
+def demote_superseded(
+    fused: dict[str, float],
+    links: Mapping[str, str],
+    depths: Mapping[str, int],
+    factor: float,
+) -> None:
     """Multiply each superseded candidate's fused score by ``factor`` per step of its
-    chain (``factor`` 1: unchanged). Nothing is removed."""
+    chain, and, when the memory that supersedes it is a candidate too, keep it just
+    below that one (newer first: an old value matching the question's words better must
+    not come before its correction). ``factor`` 1 changes nothing. Nothing is removed."""
     if factor >= 1.0:
         return
-    for memory_id, depth in depths.items():
-        if memory_id in fused:
-            fused[memory_id] *= factor**depth
+    for memory_id, depth in sorted(depths.items(), key=lambda pair: pair[1]):
+        if memory_id not in fused:
+            continue
+        score = fused[memory_id] * factor**depth
+        newer = links.get(memory_id)
+        if newer in fused and newer != memory_id:
+            score = min(score, math.nextafter(fused[newer], -math.inf))
+        fused[memory_id] = score
 
 
 def check_links(

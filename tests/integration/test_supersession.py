@@ -60,7 +60,8 @@ def test_the_older_memory_is_demoted_not_dropped_even_when_it_matches_better() -
         demoted = memory.search("wifi password tulip42", k=10)
         old_neutral = next(h for h in neutral if h.id == "old").fused_score
         old_demoted = next(h for h in demoted if h.id == "old").fused_score
-        assert old_demoted == pytest.approx(old_neutral * 0.5)
+        assert old_demoted <= old_neutral * 0.5
+        assert [h.id for h in demoted[:2]] == ["new", "old"]  # the correction first
         # supersede_factor 0 still returns it, last
         zero = memory.with_settings(supersede_factor=0.0).search("wifi password tulip42", k=10)
         assert "old" in [h.id for h in zero]
