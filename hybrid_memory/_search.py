@@ -176,7 +176,13 @@ class Searcher:
             superseded, depths = chain_depths(
                 list(fused), lambda ids: index.superseding(SUPERSEDES_KEY, ids)
             )
-            demote_superseded(fused, superseded, depths, s.supersede_factor)
+            demote_superseded(
+                fused,
+                superseded,
+                depths,
+                s.supersede_factor,
+                lambda ids: {i for i in index.passing(ids, node) if i != exclude},
+            )
 
         scores = {
             VECTOR: {i: vector_hits[i] for i in rankings[VECTOR]},

@@ -216,13 +216,15 @@ class HybridMemorySettings(BaseSettings):
     )
 
     supersede_factor: float = Field(
-        0.5,
+        0.99,
         ge=0.0,
         le=1.0,
-        description="A memory another memory supersedes (add(..., supersedes=ID)) has its "
-        "fused score multiplied by this once per newer memory above it in its chain, and "
-        "ranks below the memory superseding it when both are found; it still comes back "
-        "(never filtered out), marked Hit.superseded_by. 1 leaves it where it ranks.",
+        description="A memory another memory supersedes (add(..., supersedes=ID)) gives its "
+        "place to the newer one (raised to its score, or brought in when the search's "
+        "filter admits it) and ranks just below it, its score times this (per step of its "
+        "chain when the newer one is not admitted); never filtered out, marked "
+        "Hit.superseded_by. Lower values push it further down; 1 turns supersession off "
+        "in searches.",
     )
 
     # --- keyword index ------------------------------------------------------------

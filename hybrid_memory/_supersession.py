@@ -9,11 +9,15 @@ sees it, and the keyword index keeps it where filters look (an indexed reverse l
 at search time). Deleting the newer memory removes the link with it: the older one
 ranks as before.
 
-At search time a superseded candidate is never dropped or filtered out: its fused score
-is multiplied by ``supersede_factor`` once per newer memory above it in its chain
-(A <- B <- C: A twice, B once), and it is kept below the memory that supersedes it when
-that one is retrieved too, so the newest statement of a thing comes first and the
-history stays reachable. Its hit says which memory replaced it (``Hit.superseded_by``).
+At search time a superseded candidate is never dropped or filtered out: the memory that
+supersedes it takes its place (raised to its score, or brought in when the search did
+not retrieve it and its filter admits it) and it goes just below, its score times
+``supersede_factor`` (A <- B <- C ends C, B, A where A ranked). So the newest statement
+of a thing comes first and the history stays next to it. (Scaling the older score
+alone, 0.5, pushed it out of the top 10 and left a correction the question's words
+match worse where it was: LongMemEval's knowledge-update nDCG@10 0.589 -> 0.309 with
+every old/new pair linked; this way, 0.636: docs/quality-study.md.) Its hit says which
+memory replaced it (``Hit.superseded_by``).
 
 Nothing here guesses a link: LongMemEval's knowledge-update judgments count the old
 and the new value as evidence (docs/quality-study.md), so an automatic detector cannot
@@ -42,15 +46,16 @@ SupersedingLookup = Callable[[Sequence[str]], Mapping[str, str]]
 def chain_depths(
     ids: Sequence[str], lookup: SupersedingLookup
 ) -> tuple[dict[str, str], dict[str, int]]:
-    """For the candidates ``ids``: which memory supersedes each (``{older: newer}``) and
-    how many newer memories stand above it in its chain (``{older: depth}``, >= 1).
+    """For the candidates ``ids`` and the memories superseding them: which memory
+    supersedes each (``{older: newer}``) and how many newer memories stand above it in
+    its chain (``{older: depth}``, >= 1).
 
     The chain is followed through memories that are not candidates too (a candidate
     A superseded by B, itself superseded by C, is two steps down even when B was not
     retrieved), at most ``MAX_CHAIN`` steps; a cycle (possible only by updates that
     made one) stops where it closes."""
-    direct = dict(lookup(list(ids)))
-    links = dict(direct)
+    links = dict(lookup(list(ids)))
+    direct = dict(links)
     frontier = [n for n in dict.fromkeys(direct.values()) if n not in links]
     for _ in range(MAX_CHAIN):
         if not frontier:
@@ -59,7 +64,7 @@ def chain_depths(
         links.update(found)
         frontier = [n for n in dict.fromkeys(found.values()) if n not in links]
     depths: dict[str, int] = {}
-    for older in direct:
+    for older in links:
         depth, current, seen = 0, older, {older}
         while current in links and depth < MAX_CHAIN:
             current = links[current]
@@ -68,7 +73,7 @@ def chain_depths(
                 break
             seen.add(current)
         depths[older] = depth
-    return direct, depths
+    return links, depths
 
 
 def demote_superseded(
@@ -76,21 +81,29 @@ def demote_superseded(
     links: Mapping[str, str],
     depths: Mapping[str, int],
     factor: float,
+    admissible: Callable[[list[str]], set[str]],
 ) -> None:
-    """Multiply each superseded candidate's fused score by ``factor`` per step of its
-    chain, and, when the memory that supersedes it is a candidate too, keep it just
-    below that one (newer first: an old value matching the question's words better must
-    not come before its correction). ``factor`` 1 changes nothing. Nothing is removed."""
+    """Newer first, nothing dropped: each superseded candidate's correction takes its
+    place (the newer memory's score is raised to the older one's, and it joins the
+    candidates when the search's filter admits it: ``admissible``), and the older one
+    goes just below it, or lower when its score times ``factor`` per step of its chain
+    is lower still. Deepest first, so a chain A <- B <- C ends C, B, A where A ranked.
+    ``factor`` >= 1 changes nothing."""
     if factor >= 1.0:
         return
-    for memory_id, depth in sorted(depths.items(), key=lambda pair: pair[1]):
-        if memory_id not in fused:
+    olders = sorted(depths, key=lambda i: -depths[i])
+    absent = [links[i] for i in olders if links[i] not in fused]
+    allowed = admissible(list(dict.fromkeys(absent))) if absent else set()
+    for older in olders:
+        if older not in fused:
             continue
-        score = fused[memory_id] * factor**depth
-        newer = links.get(memory_id)
-        if newer in fused and newer != memory_id:
-            score = min(score, math.nextafter(fused[newer], -math.inf))
-        fused[memory_id] = score
+        score = fused[older]
+        newer = links[older]
+        demoted = score * factor ** depths[older]
+        if newer in fused or newer in allowed:
+            fused[newer] = max(fused.get(newer, 0.0), score)
+            demoted = min(demoted, math.nextafter(fused[newer], -math.inf))
+        fused[older] = demoted
 
 
 def check_links(
