@@ -12,11 +12,12 @@ from hybrid_memory._errors import InvalidInputError
 from hybrid_memory._filters import RESERVED_FIELDS
 from hybrid_memory._records import RESERVED_PREFIX, NewMemory, content_hash
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._supersession import SUPERSEDES_KEY
 from hybrid_memory._tags import normalise_tags
 from hybrid_memory._timeutil import to_timestamp
 from hybrid_memory._validation import encodable
 
-_ITEM_KEYS = ("text", "id", "tags", "metadata", "created_at")
+_ITEM_KEYS = ("text", "id", "tags", "metadata", "created_at", "supersedes")
 _MAX_ID_LENGTH = 512
 
 
@@ -139,12 +140,40 @@ def new_memory(item: Any, prefix: str, settings: HybridMemorySettings) -> NewMem
         memory_id = valid_id(memory_id, f"{prefix}id")
     tags = valid_tags(item.get("tags"), settings, f"{prefix}tags")
     metadata = valid_metadata(item.get("metadata"), f"{prefix}metadata")
+    with_link(metadata, item.get("supersedes"), memory_id, prefix)
     created = item.get("created_at")
     created_at = None if created is None else to_timestamp(created, field=f"{prefix}created_at")
     return NewMemory(memory_id, text, tags, metadata, created_at, content_hash(text, metadata))
 
 
-_CHANGE_KEYS = ("id", "text", "tags", "metadata")
+def with_link(
+    metadata: dict[str, Any], supersedes: Any, memory_id: str | None, prefix: str
+) -> str | None:
+    """Put ``supersedes`` (an id, or None) into ``metadata`` as the supersession link
+    (:mod:`hybrid_memory._supersession`) and return the link the metadata now holds:
+    the argument, or a ``supersedes`` key the caller wrote there, checked alike. Whether
+    that memory exists is checked by the store, before anything is written."""
+    field = f"{prefix}supersedes"
+    if supersedes is not None:
+        target = valid_id(supersedes, field)
+        given = metadata.get(SUPERSEDES_KEY)
+        if given is not None and given != target:
+            raise InvalidInputError(
+                field, f"{target!r} differs from metadata['supersedes'] {given!r}; give one"
+            )
+        metadata[SUPERSEDES_KEY] = target
+    elif SUPERSEDES_KEY in metadata:
+        field = f"{prefix}metadata['supersedes']"
+        metadata[SUPERSEDES_KEY] = valid_id(metadata[SUPERSEDES_KEY], field)
+    else:
+        return None
+    if memory_id is not None and metadata[SUPERSEDES_KEY] == memory_id:
+        raise InvalidInputError(field, f"a memory cannot supersede itself ({memory_id!r})")
+    link: str = metadata[SUPERSEDES_KEY]
+    return link
+
+
+_CHANGE_KEYS = ("id", "text", "tags", "metadata", "supersedes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +184,7 @@ class Change:
     text: str | None
     tags: tuple[str, ...] | None
     metadata: dict[str, Any] | None
+    supersedes: str | None = None  # set into the metadata, stored or given
 
 
 def valid_change(item: Any, prefix: str, settings: HybridMemorySettings) -> Change:
@@ -171,13 +201,18 @@ def valid_change(item: Any, prefix: str, settings: HybridMemorySettings) -> Chan
         )
     memory_id = valid_id(item.get("id"), f"{prefix}id")
     text, tags, metadata = item.get("text"), item.get("tags"), item.get("metadata")
-    if text is None and tags is None and metadata is None:
-        raise InvalidInputError(where, "give at least one of text, tags, metadata")
+    supersedes = item.get("supersedes")
+    if text is None and tags is None and metadata is None and supersedes is None:
+        raise InvalidInputError(where, "give at least one of text, tags, metadata, supersedes")
+    new_metadata = None if metadata is None else valid_metadata(metadata, f"{prefix}metadata")
+    held = new_metadata if new_metadata is not None else {}
+    link = with_link(held, supersedes, memory_id, prefix)
     return Change(
         memory_id,
         None if text is None else valid_text(text, settings.max_text_length, f"{prefix}text"),
         None if tags is None else valid_tags(tags, settings, f"{prefix}tags"),
-        None if metadata is None else valid_metadata(metadata, f"{prefix}metadata"),
+        new_metadata,
+        link,
     )
 
 
@@ -212,11 +247,15 @@ class PendingMemories:
         self._make = make
         self.ids: list[str | None] = []
         self.hashes: list[str] = []
+        self.links: dict[int, str] = {}  # position: the id its memory supersedes
         self._kept: list[NewMemory] = []
         for position in range(count):  # all validated before anything is written
             memory = make(position)
             self.ids.append(memory.id)
             self.hashes.append(memory.content_hash)
+            link = memory.metadata.get(SUPERSEDES_KEY)
+            if link is not None:
+                self.links[position] = link
             if position < self.KEPT_VALIDATED:
                 self._kept.append(memory)
 

@@ -51,6 +51,7 @@ from hybrid_memory._records import to_memory
 from hybrid_memory._repairing import repairing
 from hybrid_memory._search import Query
 from hybrid_memory._settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
+from hybrid_memory._supersession import check_links
 from hybrid_memory._timescope import plan_time
 from hybrid_memory._timeutil import now_timestamp, to_timestamp
 from hybrid_memory._types import Memory, SearchResult, StoreStats
@@ -156,6 +157,7 @@ class HybridMemory:
         created_at: datetime | str | float | None = None,
         upsert: bool = False,
         allow_duplicates: bool = False,
+        supersedes: str | None = None,
     ) -> AddResult:
         """Store one memory and return its id, an :class:`AddResult` (a ``str``) whose
         ``outcome`` says what was done: ``"added"``, ``"duplicate"`` or ``"replaced"``.
@@ -165,10 +167,19 @@ class HybridMemory:
         (``allow_duplicates=True`` stores a copy).
         With an ``id`` that exists, :class:`DuplicateIdError` unless ``upsert=True``
         (then ``"replaced"``).
+
+        ``supersedes``: the id of a stored memory this one replaces ("moved to Berlin"
+        after "lives in Paris"): kept as the metadata key ``supersedes``; searches still
+        return the older memory, ranked lower (``supersede_factor``) and marked
+        (``Hit.superseded_by``). An id not stored in this store (or namespace) raises
+        :class:`InvalidInputError` naming ``supersedes``, and nothing is stored.
         """
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
+        if supersedes is not None:
+            item["supersedes"] = supersedes
         memories = PendingMemories.of([new_memory(item, "", self.settings)])
-        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates).results[0]
+        written = self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates, one=True)
+        return written.results[0]
 
     @repairing
     def add_many(
@@ -184,7 +195,8 @@ class HybridMemory:
         memories and those ``replaced``.
 
         Each item is a text or a mapping with ``text`` and optionally ``id``,
-        ``tags``, ``metadata``, ``created_at``. Everything is validated before
+        ``tags``, ``metadata``, ``created_at``, ``supersedes`` (a stored memory's id, or
+        an earlier item's, as in :meth:`add`). Everything is validated before
         anything is written. Memories are then embedded and written one batch at a time
         (Chroma's largest), so a large call holds one batch in memory; a failure part-way
         (the model, the store) leaves the earlier batches stored, and the same call
@@ -198,8 +210,16 @@ class HybridMemory:
         return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
 
     def _add(
-        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool
+        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool, one: bool = False
     ) -> WriteReport:
+        if memories.links:
+            self._check_links(
+                [
+                    ("supersedes" if one else f"items[{p}].supersedes", memories.ids[p], target)
+                    for p, target in memories.links.items()
+                ],
+                [i for i in memories.ids if i is not None],
+            )
         return self._parts.writer.add(
             memories,
             upsert=upsert,
@@ -215,16 +235,20 @@ class HybridMemory:
         text: str | None = None,
         tags: Iterable[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        supersedes: str | None = None,
     ) -> Memory:
         """Change a memory's text, tags and/or metadata (each replaces the old value).
+        ``supersedes`` links it to a stored memory it replaces (as in :meth:`add`; set
+        into the new metadata, or the stored metadata when none is given).
 
         The memory is re-embedded only when its text changes. Returns the new memory
         (the update's outcome: it was updated); an id that does not exist raises
         :class:`MemoryNotFoundError` and changes nothing.
         """
-        change = valid_change(
-            {"id": id, "text": text, "tags": tags, "metadata": metadata}, "", self.settings
-        )
+        item = {"id": id, "text": text, "tags": tags, "metadata": metadata}
+        change = valid_change(item | {"supersedes": supersedes}, "", self.settings)
+        if change.supersedes is not None:
+            self._check_links([("supersedes", change.id, change.supersedes)])
         return to_memory(self._parts.writer.update([change])[0])
 
     @repairing
@@ -237,7 +261,17 @@ class HybridMemory:
         changes = valid_changes(updates, self.settings)
         if not changes:
             return []
+        self._check_links(
+            (f"updates[{n}].supersedes", c.id, c.supersedes)
+            for n, c in enumerate(changes)
+            if c.supersedes is not None
+        )
         return [to_memory(row) for row in self._parts.writer.update(changes)]
+
+    def _check_links(
+        self, links: Iterable[tuple[str, str | None, str]], written_with: Iterable[str] = ()
+    ) -> None:
+        check_links(links, self._parts.collection, written_with)
 
     @repairing
     def delete(

@@ -3,7 +3,8 @@
 scope the filter → embed the query (in a worker, unless it is fast) ∥ [keyword leg →
 weights (adaptive alpha) → the feedback memories: the keyword leg's top] →
 pseudo-relevance feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion →
-recency decay → the top ``k`` as hits, within a token budget.
+recency decay → time favour → superseded memories demoted → the top ``k`` as hits,
+within a token budget.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from hybrid_memory._recent import RecentVectors
 from hybrid_memory._records import to_memory
 from hybrid_memory._relevance import evidence, keyword_coverage, monotone_relevance
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._supersession import SUPERSEDES_KEY, chain_depths, demote_superseded
 from hybrid_memory._tokens import count_tokens
 from hybrid_memory._types import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
 
@@ -169,6 +171,18 @@ class Searcher:
                 fused[memory_id] *= decay_factor(age, s.recency_decay)
         if fused and (query.boost_window is not None or query.order is not None):
             _favour_times(fused, index.created_at(list(fused)), query, s)
+        superseded: dict[str, str] = {}
+        if fused:
+            superseded, depths = chain_depths(
+                list(fused), lambda ids: index.superseding(SUPERSEDES_KEY, ids)
+            )
+            demote_superseded(
+                fused,
+                superseded,
+                depths,
+                s.supersede_factor,
+                lambda ids: {i for i in index.passing(ids, node) if i != exclude},
+            )
 
         scores = {
             VECTOR: {i: vector_hits[i] for i in rankings[VECTOR]},
@@ -176,7 +190,9 @@ class Searcher:
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
         cosines = {} if fallback_reason is not None else scores[VECTOR]
-        return self._result(query, s, fused, rankings, scores, cosines, alpha, fallback_reason)
+        return self._result(
+            query, s, fused, rankings, scores, cosines, alpha, fallback_reason, superseded
+        )
 
     def _result(
         self,
@@ -188,6 +204,7 @@ class Searcher:
         cosines: Mapping[str, float],
         alpha: float,
         fallback_reason: str | None,
+        superseded: Mapping[str, str] | None = None,
     ) -> SearchResult:
         """The one ending of every search path: the top ``k`` of the ``fused`` scores
         that exist, within the token budget, each with its relevance (from ``cosines``
@@ -196,7 +213,7 @@ class Searcher:
         memories = _within_budget(memories, query.max_tokens, s.token_encoding)
         relevance = self.relevance(query.text, memories, cosines, drop_stopwords=s.drop_stopwords)
         return SearchResult(
-            _hits(memories, relevance, fused, rankings, scores),
+            _hits(memories, relevance, fused, rankings, scores, superseded or {}),
             alpha=float(alpha),
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
@@ -382,8 +399,10 @@ def _hits(
     fused: Mapping[str, float],
     rankings: Mapping[str, list[str]],
     scores: Mapping[str, Mapping[str, float]],
+    superseded: Mapping[str, str],
 ) -> list[Hit]:
-    """The hits, each with its relevance, fused score and every leg's rank and score."""
+    """The hits, each with its relevance, fused score, every leg's rank and score, and
+    the memory that supersedes it (if any)."""
     shown = {m.id for m in memories}
     positions = {
         leg: {i: r for r, i in enumerate(ids, start=1) if i in shown}
@@ -393,5 +412,14 @@ def _hits(
     for memory, score in zip(memories, relevance, strict=True):
         ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}
         leg_scores = {leg: scores[leg][memory.id] for leg in ranks}
-        hits.append(Hit(memory, score, ranks, leg_scores, fused_score=fused[memory.id]))
+        hits.append(
+            Hit(
+                memory,
+                score,
+                ranks,
+                leg_scores,
+                fused_score=fused[memory.id],
+                superseded_by=superseded.get(memory.id),
+            )
+        )
     return hits

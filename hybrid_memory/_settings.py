@@ -215,6 +215,18 @@ class HybridMemorySettings(BaseSettings):
         "with the legs by RRF; 0 ignores such words.",
     )
 
+    supersede_factor: float = Field(
+        0.99,
+        ge=0.0,
+        le=1.0,
+        description="A memory another memory supersedes (add(..., supersedes=ID)) gives its "
+        "place to the newer one (raised to its score, or brought in when the search's "
+        "filter admits it) and ranks just below it, its score times this (per step of its "
+        "chain when the newer one is not admitted); never filtered out, marked "
+        "Hit.superseded_by. Lower values push it further down; 1 turns supersession off "
+        "in searches.",
+    )
+
     # --- keyword index ------------------------------------------------------------
     keyword_tokenizer: str = Field(
         "porter unicode61 remove_diacritics 2",
@@ -305,6 +317,7 @@ SEARCH_SETTINGS = frozenset(
         "time_boost",
         "time_window_to_now",
         "time_order_weight",
+        "supersede_factor",
         "feedback_docs",
         "feedback_weight",
         "feedback_full_words",

@@ -25,6 +25,12 @@ class Memory:
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
+    @property
+    def supersedes(self) -> str | None:
+        """The id of the memory this one supersedes (metadata ``supersedes``), or None."""
+        value = self.metadata.get("supersedes")
+        return value if isinstance(value, str) else None
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:
@@ -41,6 +47,11 @@ class Hit:
     ``ranks`` maps each leg that returned the memory to its 1-based rank there;
     ``scores`` maps it to the leg's raw score (cosine similarity for ``vector``,
     BM25 for ``keyword``, the number of matched query tags for ``tag``).
+
+    ``superseded_by`` is the id of the newest memory that supersedes this one (its
+    metadata ``supersedes`` names this memory: ``add(..., supersedes=ID)``), None when
+    nothing does. A superseded memory still comes back, ranked lower
+    (``supersede_factor``).
     """
 
     memory: Memory
@@ -48,6 +59,7 @@ class Hit:
     ranks: Mapping[str, int] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
     fused_score: float = 0.0
+    superseded_by: str | None = None
 
     @property
     def id(self) -> str:
@@ -68,6 +80,11 @@ class Hit:
     def metadata(self) -> Mapping[str, Any]:
         """The memory's metadata."""
         return self.memory.metadata
+
+    @property
+    def supersedes(self) -> str | None:
+        """The id of the memory this one supersedes (its metadata ``supersedes``), or None."""
+        return self.memory.supersedes
 
 
 @dataclass(frozen=True, slots=True)

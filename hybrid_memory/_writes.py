@@ -43,6 +43,7 @@ from hybrid_memory._records import (
     content_hash,
     stored_tags,
 )
+from hybrid_memory._supersession import SUPERSEDES_KEY
 from hybrid_memory._sync import IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._timeutil import now_timestamp
@@ -273,6 +274,8 @@ class Writer:
                     old, stored_metadata, _ = stored[c.id]
                     text = old.text if c.text is None else c.text
                     metadata = old.metadata if c.metadata is None else c.metadata
+                    if c.supersedes is not None:
+                        metadata = {**metadata, SUPERSEDES_KEY: c.supersedes}
                     row = IndexRow(
                         c.id,
                         text,

@@ -411,6 +411,15 @@ class KeywordIndex:
         with self._lock:
             return self.reads.created_at(ids)
 
+    def superseding(self, key: str, ids: Sequence[str]) -> dict[str, str]:
+        """For those of ``ids`` that an indexed memory supersedes (names in its metadata
+        ``key``), the newest such memory's id: ``{older: newer}``."""
+        with self._lock:
+            found = self.reads.superseding(key, ids)
+        if self.lagging:
+            found = {o: n for o, n in found.items() if n not in self.lagging}
+        return found
+
     def rows(self, ids: Sequence[str]) -> dict[str, IndexRow]:
         """Index rows by id (for ids present)."""
         with self._lock:

@@ -292,6 +292,24 @@ class IndexReads:
         query = "SELECT DISTINCT updated_at FROM memories WHERE updated_at > ?"
         return [row[0] for row in self._conn.execute(query, (since,))]
 
+    def superseding(self, key: str, ids: Sequence[str]) -> dict[str, str]:
+        """For those of ``ids`` that some memory names in its metadata ``key`` (a single
+        string: :mod:`hybrid_memory._supersession`), the newest such memory's id."""
+        out: dict[str, tuple[float, str]] = {}
+        for chunk, marks in chunks(ids):
+            for older, newer, created in self._conn.execute(
+                "SELECT m.value, r.id, r.created_at FROM memory_meta m "
+                "JOIN memories r ON r.rowid = m.rowid "
+                f"WHERE m.key = ? AND m.kind = 's' AND m.in_array = 0 AND m.value IN ({marks})",
+                [key, *chunk],
+            ):
+                if older == newer:
+                    continue
+                best = out.get(older)
+                if best is None or (created, newer) > best:
+                    out[older] = (created, newer)
+        return {older: newer for older, (_, newer) in out.items()}
+
     def texts(self, keys: Sequence[str] | Sequence[int], by: Key = "id") -> dict[str, str]:
         """The texts of the memories that exist among ``keys`` (ids, or row ids with
         ``by="rowid"``), by id."""

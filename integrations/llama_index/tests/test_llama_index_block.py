@@ -592,3 +592,20 @@ async def test_the_rest_of_a_session_can_be_stored_at_its_end(store: HybridMemor
         "She likes salmon",
         "Bye for now",
     }
+
+
+async def test_a_message_superseding_a_memory_demotes_and_marks_it(store: HybridMemory) -> None:
+    block = HybridMemoryBlock(memory=store, scope="all")
+    await flush(block, "s1", msg("user", "I live in Paris, near the river"))
+    old_id = next(iter(by_text(store).values())).id
+    await flush(block, "s2", msg("user", "I moved to Berlin last week", supersedes=old_id))
+    new = by_text(store)["I moved to Berlin last week"]
+    assert new.metadata["supersedes"] == old_id
+    shown = await block._aget([msg("user", "I live in Paris, near the river: where do I live?")])
+    lines = shown.splitlines()
+    assert lines[0].endswith("I moved to Berlin last week")
+    assert lines[1].endswith("I live in Paris, near the river (superseded by a newer memory)")
+    with pytest.raises(InvalidInputError) as err:
+        await flush(block, "s3", msg("user", "I moved to Rome", supersedes="no-such-id"))
+    assert "supersedes" in err.value.field
+    assert store.count() == 2

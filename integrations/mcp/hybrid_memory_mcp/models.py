@@ -63,6 +63,11 @@ class SearchHit(MemoryRecord):
     scores: dict[str, float] = Field(
         description="Raw score in each leg: cosine similarity, BM25, matched tag count."
     )
+    superseded_by: str | None = Field(
+        default=None,
+        description="The id of a newer memory that replaces this one (stored with "
+        "supersedes=this id): this one is ranked lower and may be out of date; else null.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -89,6 +94,7 @@ class SearchResponse(BaseModel):
                     fused_score=hit.fused_score,
                     ranks=dict(hit.ranks),
                     scores=dict(hit.scores),
+                    superseded_by=hit.superseded_by,
                 )
                 for hit in result
                 if hit.score >= floor

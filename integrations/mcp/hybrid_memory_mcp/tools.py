@@ -75,6 +75,14 @@ OwnId = Annotated[
         "not stored twice)."
     ),
 ]
+Supersedes = Annotated[
+    str | None,
+    Field(
+        description="The id of a stored memory this one replaces (a changed address, "
+        "preference or count): searches then rank the older one lower and mark it "
+        "superseded_by; it is kept, never deleted. An unknown id stores nothing."
+    ),
+]
 Filter = Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)]
 # The maximum is the store's max_k, added to the schema when the server is built.
 K = Annotated[int | None, Field(ge=1, description="How many hits; default 5.")]
@@ -130,6 +138,7 @@ class MemoryItem(BaseModel):
     tags: Tags = None
     metadata: Metadata = None
     id: OwnId = None
+    supersedes: Supersedes = None
 
 
 @contextmanager
@@ -183,15 +192,19 @@ class MemoryTools:
         upsert: Annotated[
             Flag, Field(description="With an id that exists: replace that memory.")
         ] = False,
+        supersedes: Supersedes = None,
     ) -> StoreResult:
         """Store one memory (a fact, preference or event worth recalling later).
 
         Returns its id. Storing a text that is already stored with the same metadata,
         without an id, returns the existing memory's id with duplicate=true and writes
-        nothing.
+        nothing. When it replaces an older memory (the user moved, changed their mind),
+        pass that memory's id as supersedes: the older one then ranks lower and is marked.
         """
         with library_errors():
-            result = self.memory.add(text, id=id, tags=tags, metadata=metadata, upsert=upsert)
+            result = self.memory.add(
+                text, id=id, tags=tags, metadata=metadata, upsert=upsert, supersedes=supersedes
+            )
             return _store_result(result)
 
     def store_memories(
@@ -202,8 +215,9 @@ class MemoryTools:
                 min_length=1,
                 max_length=BATCH_LIMIT,
                 description="The memories, 1 to 1,000 (each: text, and optionally tags, "
-                "metadata, id, as for store_memory). More go in several calls: each call "
-                "is embedded before it answers, and 1,000 short texts already take seconds.",
+                "metadata, id, supersedes, as for store_memory). More go in several calls: "
+                "each call is embedded before it answers, and 1,000 short texts already take "
+                "seconds.",
             ),
         ],
         upsert: Annotated[
@@ -232,11 +246,15 @@ class MemoryTools:
         metadata: Annotated[
             dict[str, Any] | None, Field(description="New metadata (replaces the old).")
         ] = None,
+        supersedes: Supersedes = None,
     ) -> MemoryRecord:
         """Change a memory's text, tags and/or metadata; each given value replaces the
         old one. Returns the memory as it now is."""
         with library_errors():
-            return MemoryRecord.of(self.memory.update(id, text=text, tags=tags, metadata=metadata))
+            changed = self.memory.update(
+                id, text=text, tags=tags, metadata=metadata, supersedes=supersedes
+            )
+            return MemoryRecord.of(changed)
 
     def delete_memory(
         self,

@@ -102,7 +102,8 @@ async def test_store_memories_takes_a_bounded_list_of_closed_objects(store: Hybr
     assert item["type"] == "object" and item["additionalProperties"] is False
     assert item["required"] == ["text"]
     single = tools["store_memory"].input_schema["properties"]
-    assert item["properties"] == {name: single[name] for name in ("text", "tags", "metadata", "id")}
+    fields = ("text", "tags", "metadata", "id", "supersedes")
+    assert item["properties"] == {name: single[name] for name in fields}
     assert tools["store_memories"].annotations.destructive_hint is False
     assert set(tools["store_memories"].output_schema["properties"]) == {"memories", "written"}
 

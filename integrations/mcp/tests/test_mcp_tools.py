@@ -417,3 +417,51 @@ async def test_hostile_input_leaves_the_server_running_and_the_store_unchanged(
         assert (await call(client, "memory_stats"))["count"] == 1
     assert [m.text for m in store.get_many(["keep"])] == ["kept memory"]
     assert store.count() == 1
+
+
+async def test_supersedes_through_store_update_and_search(store: HybridMemory) -> None:
+    async with Client(create_server(store)) as client:
+        old = await call(client, "store_memory", {"text": "Alice lives in Paris", "id": "paris"})
+        new = await call(
+            client,
+            "store_memory",
+            {"text": "Alice moved to Berlin", "id": "berlin", "supersedes": old["id"]},
+        )
+        assert new == {"id": "berlin", "duplicate": False, "replaced": False}
+        found = await call(client, "search_memory", {"query": "where does Alice live", "k": 5})
+        marks = {hit["id"]: hit["superseded_by"] for hit in found["hits"]}
+        assert marks == {"paris": "berlin", "berlin": None}
+        assert [hit["id"] for hit in found["hits"]] == ["berlin", "paris"]
+        assert (await call(client, "get_memory", {"id": "berlin"}))["metadata"] == {
+            "supersedes": "paris"
+        }
+
+        text = await refused(
+            client, "store_memory", {"text": "Alice lives in Rome", "supersedes": "no-such-id"}
+        )
+        assert "supersedes" in text and "no-such-id" in text
+        text = await refused(
+            client,
+            "store_memories",
+            {"memories": [{"text": "a"}, {"text": "b", "supersedes": "no-such-id"}]},
+        )
+        assert "memories[1].supersedes" in text
+        assert store.count() == 2
+
+        batch = await call(
+            client,
+            "store_memories",
+            {
+                "memories": [
+                    {"text": "Alice moved to Lisbon", "id": "lisbon", "supersedes": "berlin"}
+                ]
+            },
+        )
+        assert batch["memories"][0]["id"] == "lisbon"
+        await call(client, "store_memory", {"text": "Alice's office is in Porto", "id": "porto"})
+        updated = await call(client, "update_memory", {"id": "porto", "supersedes": "lisbon"})
+        assert updated["metadata"] == {"supersedes": "lisbon"}
+        found = await call(client, "search_memory", {"query": "Alice lives moved", "k": 5})
+        marks = {hit["id"]: hit["superseded_by"] for hit in found["hits"]}
+        assert marks["paris"] == "berlin" and marks["berlin"] == "lisbon"
+        assert marks["lisbon"] == "porto"

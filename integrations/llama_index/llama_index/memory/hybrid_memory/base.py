@@ -107,7 +107,10 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     stored. The memory's id is derived from user, session, role and text, so flushing
     the same message again (or the same words again in the same session and role)
     stores nothing new. A text longer than the store's ``max_text_length`` is stored
-    in parts.
+    in parts. A message's ``additional_kwargs["supersedes"]`` (a stored memory's id:
+    the message corrects it, "I moved to Berlin") is stored as the memory's
+    ``supersedes`` link (``HybridMemory.add``): recall then ranks the older memory
+    lower and its line ends with ``superseded_note``.
 
     **Recalling** (``aget``): the query is the text of the last ``query_messages``
     user and assistant messages, newest first. The search is restricted by
@@ -221,6 +224,11 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     )
     date_format: str = Field(
         default="%Y-%m-%d %H:%M", description="strftime format of {date} (UTC)."
+    )
+    superseded_note: str = Field(
+        default=" (superseded by a newer memory)",
+        description="Appended to the line of a recalled memory that a newer one supersedes "
+        "(Hit.superseded_by); '' adds nothing.",
     )
     tokenizer_fn: Callable[[str], list[Any]] = Field(
         default_factory=get_tokenizer,
@@ -395,6 +403,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                     "metadata": metadata,
                     "created_at": created,
                 }
+                if extra.get("supersedes") is not None:
+                    records[memory_id]["supersedes"] = extra["supersedes"]
         return list(records.values())
 
     def _store_new(self, records: list[dict[str, Any]]) -> list[str]:
@@ -502,7 +512,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     def _line(self, hit: Hit) -> str:
         memory = hit.memory
         created = memory.created_at
-        return self.line_format.format(
+        line = self.line_format.format(
             role=memory.metadata.get("role", "memory"),
             date="unknown date" if created is None else created.strftime(self.date_format),
             text=" ".join(memory.text.split()),
@@ -511,6 +521,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             id=memory.id,
             tags=", ".join(memory.tags),
         )
+        return line + self.superseded_note if hit.superseded_by else line
 
     # --- truncating ---------------------------------------------------------------------
 
