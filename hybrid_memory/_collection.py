@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._embeddings import Matrix, Vector, nearest_by_cosine
 from hybrid_memory._errors import (
     EmbeddingMismatchError,
@@ -405,6 +406,8 @@ class ChromaCollection:
         while True:
             try:
                 return self._open()
+            except DescriptorsExhausted:
+                raise
             except StoreError as exc:
                 if time.monotonic() + delay > deadline:
                     s = self._settings
@@ -428,6 +431,9 @@ class ChromaCollection:
                 embedding_function=None,
             )
         except Exception as exc:
+            exhausted = descriptor_exhaustion(exc)
+            if exhausted:  # not a race to wait out: say which limit
+                raise DescriptorsExhausted(f"{failed}: {exhausted} ({exc})") from exc
             raise StoreError(f"{failed}: {exc}") from exc
         recorded = (collection.metadata or {}).get(EMBEDDING_META)
         try:
@@ -446,6 +452,10 @@ class ChromaCollection:
                 "only the name changed), or use another collection."
             )
         return collection
+
+
+class DescriptorsExhausted(StoreError):
+    """Opening a collection failed for want of file descriptors: retrying cannot help."""
 
 
 def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
