@@ -9,10 +9,13 @@ idle, 300 namespaces of 10 on one path held 2,120 descriptors, and under ``ulimi
 How: a store keeps at most :func:`namespaces_kept_open` namespaces open (a quarter of the
 limit, three descriptors each, at most :data:`NAMESPACES_OPEN`) and closes the least
 recently used beyond it (see hybrid_memory._parts). What this cannot bound: embedded
-Chroma on a path keeps the files of up to 64 HNSW indexes open (four each, ~256
-descriptors, measured with chromadb 1.5.9 whatever its ``hnsw_cache_size``), so a path
-with many collections needs ``ulimit -n`` of about 512; a store on a Chroma server holds
-none of those. A limit hit anyway is reported as what it is
+Chroma on a path keeps HNSW index files open itself, four per index (chromadb 1.5.9,
+measured): up to 64 indexes it wrote lately (~256 descriptors), and a cache of indexes
+it read sized from the limit when its client starts (``RLIMIT_NOFILE // 5``). With a
+smaller read cache than the collections a process searches, Chroma's queries fail
+("Error creating hnsw segment reader: Nothing found on disk"), so a path with many
+namespaces needs a high ``ulimit -n`` (see docs/namespaces.md); a store on a Chroma
+server holds none of those files. A limit hit anyway is reported as what it is
 (:func:`descriptor_exhaustion`).
 """
 

@@ -36,7 +36,7 @@ from hybrid_memory._namespaces import (
 )
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._search import Searcher
-from hybrid_memory._settings import HybridMemorySettings, load_settings
+from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._sync import IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
@@ -181,7 +181,10 @@ class StoreParts:
             # Several namespaces must not share one explicitly named index file.
             overrides["index_path"] = namespace_index_path(s.index_path, self.collection.name, name)
         parts = StoreParts(
-            load_settings(s, **overrides),
+            # A copy, not a new validation (which re-reads the environment, a good part of
+            # opening a namespace again after it was closed): the collection name is made
+            # valid by namespace_collection, the index path beside a valid one.
+            s.model_copy(update=overrides),
             self.collection.client,
             self.embedder,
             None,

@@ -260,7 +260,8 @@ def _row(r: dict[str, Any]) -> str:
     if "create_ms" not in r:
         return f"| {r.get('system')} | {r.get('n')} | error: {r.get('error')} |"
     c, s = r["create_ms"], r["search_ms"]
-    failed = f" failed at {r['failed_at']}: {r['error']}" if "failed_at" in r else ""
+    failed = f" failed at {r['failed_at']}" if "failed_at" in r else ""
+    failed += f": {r['error']}" if "error" in r else ""
     cells = [
         r["system"],
         f"{r['created']}/{r['n']}{failed}",
