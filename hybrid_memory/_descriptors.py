@@ -32,6 +32,7 @@ except ImportError:  # Windows: no RLIMIT_NOFILE to share out
 NAMESPACE_SHARE = 0.25
 NAMESPACES_OPEN = 64
 _DESCRIPTORS_PER_NAMESPACE = 3
+_FREE_ENOUGH = 8  # fewer free descriptors than this after a failed open: the limit is why
 
 
 def descriptor_limit() -> int | None:
@@ -63,6 +64,22 @@ def namespaces_kept_open() -> int:
     return max(4, min(NAMESPACES_OPEN, share))
 
 
+def _fewer_free_than(wanted: int) -> bool:
+    """Whether fewer than ``wanted`` more files can be opened now (EMFILE before that):
+    an open of several files (SQLite's index and its -wal and -shm, an HNSW index's four)
+    failed for want of them, though one may be free again once it gave up."""
+    probes: list[int] = []
+    try:
+        for _ in range(wanted):
+            probes.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError as exc:
+        return exc.errno == errno.EMFILE
+    finally:
+        for probe in probes:
+            os.close(probe)
+    return False
+
+
 def descriptor_exhaustion(exc: BaseException | None = None) -> str | None:
     """What to say when ``exc`` came from this process running out of file descriptors
     (EMFILE: ``errno`` 24, or SQLite's "unable to open database file" while the limit is
@@ -71,17 +88,8 @@ def descriptor_exhaustion(exc: BaseException | None = None) -> str | None:
     if not reached and exc is not None and "too many open files" in str(exc).lower():
         reached = True
     limit = descriptor_limit()
-    if not reached:
-        if limit is None:
-            return None
-        try:
-            probe = os.open(os.devnull, os.O_RDONLY)
-        except OSError as probe_exc:
-            reached = probe_exc.errno == errno.EMFILE
-        else:
-            os.close(probe)
-            now = open_descriptors()
-            reached = now is not None and now >= limit - 2
+    if not reached and limit is not None:
+        reached = _fewer_free_than(_FREE_ENOUGH)
     if not reached:
         return None
     now_text = f"now {limit}" if limit is not None else "RLIMIT_NOFILE"
