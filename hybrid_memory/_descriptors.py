@@ -30,7 +30,7 @@ except ImportError:  # Windows: no RLIMIT_NOFILE to share out
     resource = None  # type: ignore[assignment]
 
 NAMESPACE_SHARE = 0.25
-NAMESPACES_OPEN = 64
+NAMESPACES_OPEN = 256  # ~1 MB of resident memory and up to three threads each
 _DESCRIPTORS_PER_NAMESPACE = 3
 _FREE_ENOUGH = 8  # fewer free descriptors than this after a failed open: the limit is why
 

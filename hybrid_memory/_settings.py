@@ -257,7 +257,7 @@ class HybridMemorySettings(BaseSettings):
         description="Namespaces a store keeps open at once (each holds its keyword index "
         "file, three file descriptors, and worker threads); beyond it the least recently "
         "used is closed and opened again on its next use, which loses nothing. Default: "
-        "a quarter of the process's open-file limit (ulimit -n), at most 64.",
+        "a quarter of the process's open-file limit (ulimit -n), at most 256.",
     )
 
     # --- limits and token budget ----------------------------------------------------

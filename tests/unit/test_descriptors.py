@@ -19,7 +19,7 @@ def with_limit(monkeypatch: pytest.MonkeyPatch, soft: int) -> None:
     monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, hard))
 
 
-@pytest.mark.parametrize(("soft", "kept"), [(64, 5), (128, 10), (256, 21), (1024, 64)])
+@pytest.mark.parametrize(("soft", "kept"), [(64, 5), (128, 10), (256, 21), (1024, 85)])
 def test_a_quarter_of_the_limit_three_descriptors_each(
     monkeypatch: pytest.MonkeyPatch, soft: int, kept: int
 ) -> None:
