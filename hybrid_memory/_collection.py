@@ -58,10 +58,15 @@ class ChromaCollection:
         name: str,
         embedding_name: str,
         client: Any = None,
+        *,
+        labels: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self._settings = settings
         self._embedding_name = embedding_name
+        # Metadata a new collection is created with (a namespace's labels, the dimension
+        # its store's vectors have): one call instead of a create and modifies.
+        self._labels = dict(labels or {})
         # An embedded path is shared with the other processes on it through its owner
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
@@ -427,7 +432,7 @@ class ChromaCollection:
             collection = self.client.get_or_create_collection(
                 self.name,
                 configuration={"hnsw": {"space": "cosine"}},
-                metadata={EMBEDDING_META: self._embedding_name},
+                metadata={**self._labels, EMBEDDING_META: self._embedding_name},
                 embedding_function=None,
             )
         except Exception as exc:

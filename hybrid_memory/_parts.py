@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._collection import DIMENSION_META, ChromaCollection
 from hybrid_memory._descriptors import namespaces_kept_open
 from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
 from hybrid_memory._errors import StoreError
@@ -54,6 +54,7 @@ class StoreParts:
         *,
         namespace: tuple[str, ...] = (),
         private: bool | None = None,
+        labels: dict[str, Any] | None = None,
     ) -> None:
         s = settings
         self.settings = settings
@@ -71,7 +72,7 @@ class StoreParts:
             )
         self.private = private
         name = f"hm-{uuid.uuid4().hex[:12]}" if self.private else s.collection
-        self.collection = ChromaCollection(s, name, self.embedder.name, client)
+        self.collection = ChromaCollection(s, name, self.embedder.name, client, labels=labels)
         # What the store talks to, when that outlives this process and is not a ``path``
         # (whose index lives beside it): the index is then kept in a cache file.
         self.server = None if self.private or s.path else server_identity(s, self.collection.client)
@@ -180,6 +181,15 @@ class StoreParts:
         if s.index_path:
             # Several namespaces must not share one explicitly named index file.
             overrides["index_path"] = namespace_index_path(s.index_path, self.collection.name, name)
+        labels: dict[str, Any] = dict(namespace_labels(self.collection.name, name))
+        # The store's embedder gives every namespace vectors of one dimension: a new
+        # namespace's collection records it at once when it is known (saves a call).
+        known = self.collection.dimension or next(
+            (p.collection.dimension for p in self._namespaces.values() if p.collection.dimension),
+            None,
+        )
+        if known is not None:
+            labels[DIMENSION_META] = known
         parts = StoreParts(
             # A copy, not a new validation (which re-reads the environment, a good part of
             # opening a namespace again after it was closed): the collection name is made
@@ -190,6 +200,7 @@ class StoreParts:
             None,
             namespace=(*self.namespace_path, name),
             private=self.private,
+            labels=labels,
         )
         parts.given_client = self.given_client
         try:
