@@ -150,11 +150,13 @@ class StoreParts:
         ``kept_open`` that no call is using; the caller closes them (outside the lock).
         The namespaces of a private in-memory store are never closed: closing drops
         them."""
-        if self.private:
+        beyond = len(self._namespaces) - self.kept_open
+        if self.private or beyond <= 0:
             return []
         out: list[StoreParts] = []
-        beyond = len(self._namespaces) - self.kept_open
-        for name in list(self._namespaces):
+        # Never the most recently used: it was just opened for a call (with every other
+        # namespace in use, the store stays above the limit until a call ends).
+        for name in list(self._namespaces)[:-1]:
             if beyond <= 0:
                 break
             parts = self._namespaces[name]

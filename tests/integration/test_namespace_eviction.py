@@ -9,7 +9,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,34 @@ def test_a_view_kept_across_eviction_is_the_same_namespace(tmp_path: Path) -> No
         assert first._parts is not old and not first._parts.closed
         first.update("k", text="changed after reopening")
         assert [h.id for h in first.search("changed after reopening")] == ["k"]
+
+
+def test_calls_in_more_namespaces_at_once_than_are_kept_open(tmp_path: Path) -> None:
+    """Six threads, each in its own namespace, with two kept open: a namespace a call is
+    using is never closed under it (the store goes above the limit meanwhile)."""
+    with open_store(path=tmp_path / "m", open_namespaces=2) as memory:
+        views = [memory.namespace(f"tenant-{i}") for i in range(6)]
+        for i, view in enumerate(views):
+            fill(view, i)
+        start = threading.Barrier(len(views))
+
+        def work(i: int) -> None:
+            start.wait()
+            for round_ in range(3):
+                views[i].add(f"tenant {i} round {round_}", id=f"r{round_}")
+                check_alone_but(views[i], i, extra=round_ + 1)
+
+        with ThreadPoolExecutor(len(views)) as pool:
+            list(pool.map(work, range(len(views))))
+        for i, view in enumerate(views):
+            assert view.count() == 5 and view.get("same").text.startswith(f"tenant {i} ")
+        assert memory._parts.open_count() <= 2
+
+
+def check_alone_but(view: HybridMemory, tenant: int, extra: int) -> None:
+    assert view.count() == 2 + extra
+    hits = view.search(f"w{tenant}x boat", k=3)
+    assert hits and all(h.text.startswith(f"tenant {tenant} ") for h in hits)
 
 
 def test_nested_namespaces_survive_their_parent_closing(tmp_path: Path) -> None:
