@@ -8,6 +8,7 @@ whose docstring says what is measured and how. Usage::
     python benchmarks/scale.py --n 100000 --model          # + the default embedding model
     python benchmarks/scale.py --n 2000 --queries 50       # the CI size (no timing checks)
     python benchmarks/scale.py --n 10000 --json            # one JSON document on stdout
+    python benchmarks/scale.py --namespaces 10000 --ulimit 256  # many tenants (_scale.tenants)
 
 Each system is measured in a fresh process running this script again with ``--worker``.
 """
@@ -24,4 +25,8 @@ if HERE not in sys.path:  # run as a script, this folder is already first; not s
 from _scale.cli import main  # noqa: E402
 
 if __name__ == "__main__":
+    if "--namespaces" in sys.argv:  # many tenants on one store: its own module
+        from _scale.tenants import main as tenants_main
+
+        sys.exit(tenants_main())
     sys.exit(main())

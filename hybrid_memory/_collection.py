@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._embeddings import Matrix, Vector, nearest_by_cosine
 from hybrid_memory._errors import (
     EmbeddingMismatchError,
@@ -57,10 +58,15 @@ class ChromaCollection:
         name: str,
         embedding_name: str,
         client: Any = None,
+        *,
+        labels: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self._settings = settings
         self._embedding_name = embedding_name
+        # Metadata a new collection is created with (a namespace's labels, the dimension
+        # its store's vectors have): one call instead of a create and modifies.
+        self._labels = dict(labels or {})
         # An embedded path is shared with the other processes on it through its owner
         # (see _ownership); a server or an in-memory store gets a client of its own.
         path = settings.path if client is None and not settings.url else None
@@ -419,6 +425,8 @@ class ChromaCollection:
         while True:
             try:
                 return self._open()
+            except DescriptorsExhausted:
+                raise
             except StoreError as exc:
                 if time.monotonic() + delay > deadline:
                     s = self._settings
@@ -438,10 +446,13 @@ class ChromaCollection:
             collection = self.client.get_or_create_collection(
                 self.name,
                 configuration={"hnsw": {"space": "cosine"}},
-                metadata={EMBEDDING_META: self._embedding_name},
+                metadata={**self._labels, EMBEDDING_META: self._embedding_name},
                 embedding_function=None,
             )
         except Exception as exc:
+            exhausted = descriptor_exhaustion(exc)
+            if exhausted:  # not a race to wait out: say which limit
+                raise DescriptorsExhausted(f"{failed}: {exhausted} ({exc})") from exc
             raise StoreError(f"{failed}: {exc}") from exc
         recorded = (collection.metadata or {}).get(EMBEDDING_META)
         try:
@@ -460,6 +471,10 @@ class ChromaCollection:
                 "only the name changed), or use another collection."
             )
         return collection
+
+
+class DescriptorsExhausted(StoreError):
+    """Opening a collection failed for want of file descriptors: retrying cannot help."""
 
 
 def _similarities(got: Mapping[str, Any]) -> dict[str, float]:

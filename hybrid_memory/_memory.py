@@ -46,7 +46,7 @@ from hybrid_memory._inputs import (
 )
 from hybrid_memory._namespaces import valid_namespace
 from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
-from hybrid_memory._parts import StoreParts
+from hybrid_memory._parts import NamespaceHandle, StoreHandle, StoreParts
 from hybrid_memory._records import to_memory
 from hybrid_memory._repairing import repairing
 from hybrid_memory._search import Query
@@ -99,7 +99,9 @@ class HybridMemory:
         if collection is not None:
             overrides["collection"] = collection
         self.settings = load_settings(settings, **overrides)
-        self._parts = StoreParts(self.settings, client, embedding, embedding_name)
+        self._handle: StoreHandle | NamespaceHandle = StoreHandle(
+            StoreParts(self.settings, client, embedding, embedding_name)
+        )
         self._owner = True
         self._closed = False
         # On open, compare ids too: an add and a delete made behind the index's back
@@ -114,6 +116,12 @@ class HybridMemory:
         except BaseException:
             self._parts.close()
             raise
+
+    @property
+    def _parts(self) -> StoreParts:
+        """This store's parts; a namespace view's, opened again if they were closed for
+        being the least recently used (see hybrid_memory._parts)."""
+        return self._handle.parts()
 
     @property
     def embedder(self) -> Embedder:
@@ -425,7 +433,8 @@ class HybridMemory:
         ``<collection>.ns.<readable part>.<hash of the exact name>``, and, for an
         embedded store, to one keyword index file beside the store's.
         """
-        parts = self._parts.open_namespace(valid_namespace(name))
+        handle = NamespaceHandle(self._handle, valid_namespace(name))
+        parts = handle.parts()
         view = object.__new__(HybridMemory)
         # A copy, not a new validation (which re-reads the environment, ~4 ms): both
         # values were validated when the namespace's parts were built from them.
@@ -435,7 +444,7 @@ class HybridMemory:
                 "index_path": parts.settings.index_path,
             }
         )
-        view._parts = parts
+        view._handle = handle
         view._owner = False
         view._closed = False
         return view
@@ -457,7 +466,7 @@ class HybridMemory:
             )
         view = object.__new__(HybridMemory)
         view.settings = load_settings(self.settings, **overrides)
-        view._parts = self._parts
+        view._handle = self._handle
         view._owner = False
         view._closed = False
         return view

@@ -1,16 +1,28 @@
 """The parts of one open store and how they are wired together: the Chroma collection,
 its keyword index, the tag cache, the sync with the collection, the writer, the
 searcher, the worker threads and the lock that orders writes; and the parts of the
-namespaces opened from it, which close with it."""
+namespaces opened from it, which close with it.
+
+A store keeps at most ``open_namespaces`` namespaces open (see
+:func:`hybrid_memory._descriptors.namespaces_kept_open`); the one used least recently
+beyond that is closed (its keyword index file and worker threads released) and opened
+again on its next use, so that ten thousand tenants fit in one process's descriptor
+limit. Nothing is lost by closing one: Chroma holds its memories, and the index file
+it leaves is reused (caught up from its watermark) when it is opened again. A namespace
+in use by a call (:meth:`StoreParts.lease`) is never closed under it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._collection import DIMENSION_META, ChromaCollection
+from hybrid_memory._descriptors import namespaces_kept_open
 from hybrid_memory._embeddings import Embedder, QueryCache, resolve_embedding
 from hybrid_memory._errors import StoreError
 from hybrid_memory._exit import close_at_exit, closed
@@ -24,7 +36,7 @@ from hybrid_memory._namespaces import (
 )
 from hybrid_memory._recent import RecentVectors
 from hybrid_memory._search import Searcher
-from hybrid_memory._settings import HybridMemorySettings, load_settings
+from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._sync import CLOCK_SKEW, IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
@@ -42,6 +54,7 @@ class StoreParts:
         *,
         namespace: tuple[str, ...] = (),
         private: bool | None = None,
+        labels: dict[str, Any] | None = None,
     ) -> None:
         s = settings
         self.settings = settings
@@ -59,7 +72,7 @@ class StoreParts:
             )
         self.private = private
         name = f"hm-{uuid.uuid4().hex[:12]}" if self.private else s.collection
-        self.collection = ChromaCollection(s, name, self.embedder.name, client)
+        self.collection = ChromaCollection(s, name, self.embedder.name, client, labels=labels)
         # What the store talks to, when that outlives this process and is not a ``path``
         # (whose index lives beside it): the index is then kept in a cache file.
         self.server = None if self.private or s.path else server_identity(s, self.collection.client)
@@ -93,21 +106,82 @@ class StoreParts:
             recent,
         )
         self.closed = False
-        self._namespaces: dict[str, StoreParts] = {}
+        # Open namespaces, least recently used first; each with how many calls use it now.
+        self._namespaces: OrderedDict[str, StoreParts] = OrderedDict()
         self._namespaces_lock = threading.Lock()
+        self.leases = 0  # calls using these parts now (guarded by the parent's lock)
+        self.kept_open = s.open_namespaces or namespaces_kept_open()
         close_at_exit(self)  # see hybrid_memory._exit: no thread left running at exit
 
     def open_namespace(self, name: str) -> StoreParts:
         """The parts of namespace ``name`` (a valid one), opened on first use: a collection
         of its own on the same client, with the same embedder, and its own keyword index
-        and tag cache. Kept until this store closes, which closes them."""
+        and tag cache. Kept open until this store closes, which closes them, or until
+        more than ``kept_open`` namespaces are open and this one is the least recently
+        used (then the next use opens it again)."""
         with self._namespaces_lock:
             if self.closed:
                 raise StoreError("the store is closed; open it again to use a namespace")
             parts = self._namespaces.get(name)
             if parts is None:
                 parts = self._namespaces[name] = self._open_namespace(name)
-            return parts
+                evicted = self._least_used_beyond_limit()
+            else:
+                self._namespaces.move_to_end(name)
+                evicted = []
+        for old in evicted:  # outside the lock: closing joins the namespace's threads
+            old.close()
+        return parts
+
+    @contextlib.contextmanager
+    def lease(self, name: str) -> Iterator[StoreParts]:
+        """The parts of namespace ``name``, kept open for as long as the block runs (a
+        call in progress is never left with a closed index)."""
+        while True:
+            parts = self.open_namespace(name)
+            with self._namespaces_lock:
+                if self._namespaces.get(name) is parts:  # not closed since: use it
+                    parts.leases += 1
+                    break
+        try:
+            yield parts
+        finally:
+            with self._namespaces_lock:
+                parts.leases -= 1
+                evicted = self._least_used_beyond_limit()
+            for old in evicted:
+                old.close()
+
+    def _least_used_beyond_limit(self) -> list[StoreParts]:
+        """Takes out of the open namespaces, least recently used first, those beyond
+        ``kept_open`` that no call is using; the caller closes them (outside the lock).
+        The namespaces of a private in-memory store are never closed: closing drops
+        them."""
+        beyond = len(self._namespaces) - self.kept_open
+        if self.private or beyond <= 0:
+            return []
+        out: list[StoreParts] = []
+        # Never the most recently used: it was just opened for a call (with every other
+        # namespace in use, the store stays above the limit until a call ends).
+        for name in list(self._namespaces)[:-1]:
+            if beyond <= 0:
+                break
+            parts = self._namespaces[name]
+            if parts.leases == 0 and not parts._leased_inside():
+                del self._namespaces[name]
+                out.append(parts)
+                beyond -= 1
+        return out
+
+    def _leased_inside(self) -> bool:
+        """Whether a call uses one of the namespaces nested under these parts."""
+        with self._namespaces_lock:
+            return any(p.leases or p._leased_inside() for p in self._namespaces.values())
+
+    def open_count(self) -> int:
+        """How many namespaces directly under this store are open now."""
+        with self._namespaces_lock:
+            return len(self._namespaces)
 
     def _open_namespace(self, name: str) -> StoreParts:
         s = self.settings
@@ -116,13 +190,26 @@ class StoreParts:
         if s.index_path:
             # Several namespaces must not share one explicitly named index file.
             overrides["index_path"] = namespace_index_path(s.index_path, self.collection.name, name)
+        labels: dict[str, Any] = dict(namespace_labels(self.collection.name, name))
+        # The store's embedder gives every namespace vectors of one dimension: a new
+        # namespace's collection records it at once when it is known (saves a call).
+        known = self.collection.dimension or next(
+            (p.collection.dimension for p in self._namespaces.values() if p.collection.dimension),
+            None,
+        )
+        if known is not None:
+            labels[DIMENSION_META] = known
         parts = StoreParts(
-            load_settings(s, **overrides),
+            # A copy, not a new validation (which re-reads the environment, a good part of
+            # opening a namespace again after it was closed): the collection name is made
+            # valid by namespace_collection, the index path beside a valid one.
+            s.model_copy(update=overrides),
             self.collection.client,
             self.embedder,
             None,
             namespace=(*self.namespace_path, name),
             private=self.private,
+            labels=labels,
         )
         parts.given_client = self.given_client
         try:
@@ -150,7 +237,7 @@ class StoreParts:
             if self.closed:
                 return
             self.closed = True
-            namespaces, self._namespaces = list(self._namespaces.values()), {}
+            namespaces, self._namespaces = list(self._namespaces.values()), OrderedDict()
         for parts in namespaces:
             parts.close()
         self.sync.stop()
@@ -159,3 +246,47 @@ class StoreParts:
         if self.private:
             self.collection.drop()
         self.collection.close()
+
+
+class StoreHandle:
+    """How a store reaches its parts: always the same ones."""
+
+    def __init__(self, parts: StoreParts) -> None:
+        self._parts = parts
+
+    def parts(self) -> StoreParts:
+        return self._parts
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[StoreParts]:
+        yield self._parts
+
+
+class NamespaceHandle:
+    """How a namespace view reaches its parts: through its parent, which opens them again
+    when they were closed for being the least recently used. Within :meth:`lease` (a
+    public call in progress) this thread keeps the same parts, open."""
+
+    def __init__(self, parent: StoreHandle | NamespaceHandle, name: str) -> None:
+        self.parent = parent
+        self.name = name
+        self._held = threading.local()
+
+    def parts(self) -> StoreParts:
+        held: list[StoreParts] | None = getattr(self._held, "stack", None)
+        if held:
+            return held[-1]
+        return self.parent.parts().open_namespace(self.name)
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[StoreParts]:
+        held: list[StoreParts] | None = getattr(self._held, "stack", None)
+        if held:  # a call inside a call of this view: already held
+            yield held[-1]
+            return
+        with self.parent.lease() as parent, parent.lease(self.name) as parts:
+            self._held.stack = [parts]
+            try:
+                yield parts
+            finally:
+                self._held.stack = []

@@ -263,6 +263,15 @@ class HybridMemorySettings(BaseSettings):
         "the collection), and an embedded store skips it while nobody wrote to its path.",
     )
 
+    open_namespaces: int | None = Field(
+        None,
+        ge=1,
+        description="Namespaces a store keeps open at once (each holds its keyword index "
+        "file, three file descriptors, and worker threads); beyond it the least recently "
+        "used is closed and opened again on its next use, which loses nothing. Default: "
+        "a quarter of the process's open-file limit (ulimit -n), at most 256.",
+    )
+
     # --- limits and token budget ----------------------------------------------------
     max_text_length: int = Field(100_000, ge=1, description="Longest memory text, in characters.")
     max_tags: int = Field(64, ge=1, description="Most tags one memory may carry.")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import BinaryIO
 
+from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._errors import IndexFileError, InvalidInputError, StoreError
 from hybrid_memory._index.writes import create_batch_tables
 
@@ -128,6 +129,9 @@ def index_failure(path: str | None, exc: BaseException) -> IndexFileError | Stor
             "free space (or raise the limit) and the index catches up with the collection "
             "by itself; the memories the store acknowledged are kept",
         )
+    exhausted = descriptor_exhaustion(exc)
+    if exhausted:
+        return StoreError(f"the keyword index {where} cannot be opened: {exhausted}")
     return StoreError(f"the keyword index {where} failed: {exc}")
 
 
@@ -314,6 +318,9 @@ class IndexFile:
         except (OSError, sqlite3.OperationalError) as exc:
             if isinstance(exc, sqlite3.OperationalError) and is_damage(exc):
                 raise
+            exhausted = descriptor_exhaustion(exc)
+            if exhausted:
+                raise StoreError(f"the keyword index {path} cannot be opened: {exhausted}") from exc
             access = "read and write" if os.path.exists(path) else "create"
             raise IndexFileError(
                 path,
