@@ -113,22 +113,25 @@ class StoreParts:
         self.kept_open = s.open_namespaces or namespaces_kept_open()
         close_at_exit(self)  # see hybrid_memory._exit: no thread left running at exit
 
-    def open_namespace(self, name: str) -> StoreParts:
+    def open_namespace(self, name: str, *, lease: bool = False) -> StoreParts:
         """The parts of namespace ``name`` (a valid one), opened on first use: a collection
         of its own on the same client, with the same embedder, and its own keyword index
         and tag cache. Kept open until this store closes, which closes them, or until
         more than ``kept_open`` namespaces are open and this one is the least recently
-        used (then the next use opens it again)."""
+        used (then the next use opens it again). With ``lease``, one more call uses the
+        parts, counted under the same lock that opened them: no other thread can close
+        them in between (the caller gives the lease back: :meth:`lease`)."""
         with self._namespaces_lock:
             if self.closed:
                 raise StoreError("the store is closed; open it again to use a namespace")
             parts = self._namespaces.get(name)
             if parts is None:
                 parts = self._namespaces[name] = self._open_namespace(name)
-                evicted = self._least_used_beyond_limit()
             else:
                 self._namespaces.move_to_end(name)
-                evicted = []
+            if lease:
+                parts.leases += 1
+            evicted = self._least_used_beyond_limit()
         for old in evicted:  # outside the lock: closing joins the namespace's threads
             old.close()
         return parts
@@ -137,12 +140,7 @@ class StoreParts:
     def lease(self, name: str) -> Iterator[StoreParts]:
         """The parts of namespace ``name``, kept open for as long as the block runs (a
         call in progress is never left with a closed index)."""
-        while True:
-            parts = self.open_namespace(name)
-            with self._namespaces_lock:
-                if self._namespaces.get(name) is parts:  # not closed since: use it
-                    parts.leases += 1
-                    break
+        parts = self.open_namespace(name, lease=True)
         try:
             yield parts
         finally:
