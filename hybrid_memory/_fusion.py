@@ -7,6 +7,14 @@ Weighted RRF (Cormack, Clarke & Büttcher, SIGIR 2009, with per-ranking weights)
 where ``rank_leg(d)`` is d's 1-based rank in that leg and legs that did not return
 d contribute nothing. Weights are normalised to sum to 1 so fused scores from
 different weightings stay on one scale.
+
+Score-aware RRF (optional, per leg): each hit's share is multiplied by
+
+    1 + lift × (s(d) - s_last) / (s_first - s_last)
+
+its leg score min-max normalised over that leg's list, so a hit far ahead of its
+leg's tail counts more than its rank alone says (RRF blended with the score-based
+"relative score fusion" of Weaviate and mcp-memory-service; lift 0 is plain RRF).
 """
 
 from __future__ import annotations
@@ -31,12 +39,15 @@ def reciprocal_rank_fusion(
     rankings: Mapping[str, Sequence[str]],
     weights: Mapping[str, float],
     k: float = 60.0,
+    multipliers: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, float]:
     """Fuse ranked id lists into one score per id with weighted RRF.
 
     ``rankings`` maps a leg name to its ids, best first; ``weights`` maps the same
     names to weights (normalised here; a leg without a weight counts 0). Returns
-    ``{id: fused score}``; sort it with :func:`order_by_score`.
+    ``{id: fused score}``; sort it with :func:`order_by_score`. ``multipliers`` (from
+    :func:`score_lifts`) maps a leg to one factor per position of its ranking, each
+    hit's share multiplied by it; legs without one keep plain RRF.
     """
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
@@ -46,10 +57,29 @@ def reciprocal_rank_fusion(
         weight = norm[leg]
         if weight == 0:
             continue
+        factors = (multipliers or {}).get(leg)
+        if factors is not None and len(factors) != len(ids):
+            raise ValueError(f"multipliers[{leg!r}] has {len(factors)} factors for {len(ids)} ids")
         get = fused.get
         for position, doc_id in enumerate(ids, start=1):
-            fused[doc_id] = get(doc_id, 0.0) + weight / (k + position)
+            share = weight if factors is None else weight * factors[position - 1]
+            fused[doc_id] = get(doc_id, 0.0) + share / (k + position)
     return fused
+
+
+def score_lifts(scores: Sequence[float], lift: float) -> list[float]:
+    """One RRF multiplier per hit of a leg, its ``scores`` best first:
+    ``1 + lift × (score - last) / (first - last)`` (1 + lift for every hit when the
+    scores do not spread)."""
+    if lift < 0:
+        raise ValueError(f"lift must be non-negative, got {lift}")
+    if not scores:
+        return []
+    first, last = scores[0], scores[-1]
+    span = first - last
+    if span <= 0:
+        return [1.0 + lift] * len(scores)
+    return [1.0 + lift * (score - last) / span for score in scores]
 
 
 def order_by_score(scores: Mapping[str, float]) -> list[str]:

@@ -2,7 +2,8 @@
 
 scope the filter → embed the query (in a worker, unless it is fast) ∥ [keyword leg →
 weights (adaptive alpha) → the feedback memories: the keyword leg's top] →
-pseudo-relevance feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion →
+pseudo-relevance feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion
+(score-aware per leg when ``keyword_score_lift`` / ``vector_score_lift`` say so) →
 recency decay → time favour → superseded memories demoted → the top ``k`` as hits,
 within a token budget.
 """
@@ -25,6 +26,7 @@ from hybrid_memory._fusion import (
     leg_weights,
     order_by_score,
     reciprocal_rank_fusion,
+    score_lifts,
 )
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
@@ -163,7 +165,14 @@ class Searcher:
         tag_leg = TagLeg(index, query.tags, depth, node, exclude, scope, query.text, keyword_ids)
         tag_counts = tag_leg.rank(best_ranks(vector_ids, keyword_ids))
         rankings = {VECTOR: vector_ids, KEYWORD: keyword_ids, TAG: list(tag_counts)}
-        fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k)
+        multipliers = {}
+        if s.vector_score_lift and vector_ids:
+            cosines_in_order = [vector_hits[i] for i in vector_ids]
+            multipliers[VECTOR] = score_lifts(cosines_in_order, s.vector_score_lift)
+        if s.keyword_score_lift and keyword_ids:
+            bm25_in_order = [keyword_hits[i] for i in keyword_ids]
+            multipliers[KEYWORD] = score_lifts(bm25_in_order, s.keyword_score_lift)
+        fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k, multipliers)
         if s.recency_decay > 0 and fused:
             created = index.created_at(list(fused))
             for memory_id in fused:

@@ -43,7 +43,8 @@ class Hit:
     memory low, whatever else the store holds.
 
     ``fused_score`` is the weighted Reciprocal Rank Fusion value that orders the hits
-    (about 0.016 at most with the default ``rrf_k``; compare it within one result only).
+    (about 0.016 at most with the default ``rrf_k``, up to ``1 + lift`` times that with
+    ``keyword_score_lift`` / ``vector_score_lift``; compare it within one result only).
     ``ranks`` maps each leg that returned the memory to its 1-based rank there;
     ``scores`` maps it to the leg's raw score (cosine similarity for ``vector``,
     BM25 for ``keyword``, the number of matched query tags for ``tag``).
