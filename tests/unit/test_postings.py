@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_memory._filters import parse_filter
+from hybrid_memory._index import maxscore as maxscore_module
 from hybrid_memory._index import postings as postings_module
 from hybrid_memory._index import reads as reads_module
 from hybrid_memory._index.bm25 import query_words
@@ -701,3 +702,108 @@ def test_a_full_id_cache_still_answers_every_id() -> None:
         assert ids.rowids_of(["m0", "m1", "m2"]) == {"m0": 1, "m1": 2, "m2": 3}
         assert ids.rowids_of(["m0", "m1", "m4", "m5"]) == {"m0": 1, "m1": 2, "m4": 5, "m5": 6}
     index.close()
+
+
+# --- MaxScore (hybrid_memory._index.maxscore) ------------------------------------------------
+
+ZIPF_WORDS = [f"w{i}" for i in range(12)]
+
+
+def zipf_texts(rng: random.Random, count: int) -> list[list[str]]:
+    """Texts whose words are common to rare (w0 in most, w11 in few), of varied lengths
+    and repeats: the bounds then differ, and MaxScore leaves the common words out."""
+    texts = []
+    for _ in range(count):
+        words = [w for i, w in enumerate(ZIPF_WORDS) if rng.random() < 0.9 / (i + 1)]
+        text = [w for w in words for _ in range(rng.choice((1, 1, 1, 2, 3)))]
+        text += ["filler"] * rng.choice((0, 0, 1, 5, 20))
+        texts.append(text or ["filler"])
+    return texts
+
+
+def tokens_of(rows: list[int], texts: list[list[str]]) -> Tokens:
+    words = sorted({w for text in texts for w in text})
+    return tokens(
+        [
+            (w, [r for r, text in zip(rows, texts, strict=True) for x in text if x == w])
+            for w in words
+        ]
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    query=st.lists(st.sampled_from(ZIPF_WORDS), min_size=1, max_size=7),
+    limit=st.integers(1, 40),
+    share=st.sampled_from([1.0, 1 / 3]),
+    steps=st.lists(st.sampled_from(["add", "remove", "compact", "long"]), max_size=6),
+)
+def test_maxscore_top_is_the_best_of_all_scores_exactly(
+    seed: int, query: list[str], limit: int, share: float, steps: list[str]
+) -> None:
+    """Whichever way ``top`` takes (the floor's list alone, lookups of the essential
+    lists' rows, or every posting at once), through adds that move the mean length
+    (the kept bounds widened), removals and compactions, it returns exactly what
+    ranking every matched row returns: the same rows, scores to the bit, tie order."""
+    rng = random.Random(seed)
+    postings = Postings()
+    high = 0
+
+    def add(count: int, longer: bool = False) -> None:
+        nonlocal high
+        texts = zipf_texts(rng, count)
+        if longer:  # a batch of long texts: the mean length grows, bounds widen
+            texts = [text + ["filler"] * 60 for text in texts]
+        rows = list(range(high + 1, high + 1 + count))
+        postings.add(np.array(rows), tokens_of(rows, texts))
+        high += count
+
+    add(rng.randint(limit, 400))
+    with patch.object(postings_module, "_LOOKUP_SHARE", share):
+        for step in [None, *steps]:
+            if step == "add":
+                add(rng.randint(1, 60))
+            elif step == "long":
+                add(rng.randint(1, 30), longer=True)
+            elif step == "remove":
+                postings.remove(rng.sample(range(1, high + 1), min(high, rng.randint(1, 40))))
+            elif step == "compact":
+                postings.compact()
+            expected = best_first(*postings.scores(query), limit)
+            got = postings.top(query, limit)
+            assert got[0].tolist() == expected[0].tolist()
+            assert got[1].tolist() == expected[1].tolist()
+
+
+def test_maxscore_scores_only_the_rare_terms_rows_when_the_common_ones_cannot_reach() -> None:
+    """'rare' in 30 rows, 'common' in 3,000: the 10 best all hold 'rare', and no row
+    with 'common' alone reaches them, so the common term's rows are only looked up."""
+    postings = Postings()
+    occurrences = [("common", list(range(1, 3001))), ("rare", list(range(1, 3001, 100)))]
+    postings.add(np.arange(1, 3001), tokens(occurrences))
+    lists = postings._term_lists(["common", "rare"])
+    avgdl = postings._live_tokens / postings._live_count
+    best = maxscore_module.best_rows(lists, 10, postings._length, avgdl, 0.05)
+    assert best is not None  # 30 of 3,030 postings are scored (within 5%)
+    assert sorted(best[0].tolist()) == list(range(1, 3001, 100))
+    expected = best_first(*postings.scores(["common", "rare"]), 10)
+    got = postings.top(["common", "rare"], 10)
+    assert got[0].tolist() == expected[0].tolist()
+    assert got[1].tolist() == expected[1].tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tfs=st.lists(st.integers(1, 9), min_size=1, max_size=30),
+    lengths=st.lists(st.integers(1, 200), min_size=30, max_size=30),
+    avgdl=st.floats(1.0, 100.0),
+    later=st.floats(1.0, 100.0),
+)
+def test_a_widened_bound_bounds_every_contribution_at_the_new_mean_length(
+    tfs: list[int], lengths: list[int], avgdl: float, later: float
+) -> None:
+    tf = np.array(tfs, dtype=np.float32)
+    length = np.array(lengths[: len(tfs)], dtype=np.float32)
+    bound = maxscore_module.widened(maxscore_module.best_factor(tf, length, avgdl), avgdl, later)
+    assert maxscore_module.best_factor(tf, length, later) <= bound * (1 + maxscore_module.SLACK)
