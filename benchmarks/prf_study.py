@@ -59,7 +59,7 @@ from benchmarks.fusion_study import (
 )
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._index.bm25 import STOPWORDS, query_words
-from hybrid_memory._index.scoring import K1, B, bm25_idf
+from hybrid_memory._index.postings import K1, B, bm25_idf
 
 
 @dataclass
