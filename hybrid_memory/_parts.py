@@ -42,6 +42,8 @@ from hybrid_memory._sync import CLOCK_SKEW, IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
 
+NAMESPACE_PAGE_SIZE = 1024  # bytes per page of a namespace's keyword index file
+
 
 class StoreParts:
     """What a store and the views made by ``HybridMemory.with_settings`` share."""
@@ -92,7 +94,11 @@ class StoreParts:
         # (whose index lives beside it): the index is then kept in a cache file.
         self.server = None if self.private or s.path else server_identity(s, self.collection.client)
         self.index = KeywordIndex(
-            index_path(s, name, self.collection.id, self.server), s.keyword_tokenizer
+            index_path(s, name, self.collection.id, self.server),
+            s.keyword_tokenizer,
+            # A namespace's index is mostly small: 1 KiB pages make an empty one a third
+            # of the size (26 against 84 KiB: ten thousand tenants, 0.25 against 0.8 GB).
+            page_size=None if partition is None else NAMESPACE_PAGE_SIZE,
         )
         self.tags = TagCache(self.index.all_tags, s.tag_cache_ttl)
         self.lock = threading.RLock()
