@@ -324,4 +324,19 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(_row(r))
+    for line in _disk_ratios(results):
+        print(line)
     return 0
+
+
+def _disk_ratios(results: list[dict[str, Any]]) -> list[str]:
+    """The disk target (issue 44: within 2x of the same memories in one collection):
+    each N's namespaces against one store and one Chroma collection, when measured."""
+    lines = []
+    for n in dict.fromkeys(r["n"] for r in results):
+        disk = {r["system"]: r["disk_mb"] for r in results if r["n"] == n and "disk_mb" in r}
+        for many, one in (("ours", "ours-one"), ("ours", "chroma-one"), ("chroma", "chroma-one")):
+            if disk.get(many) and disk.get(one):
+                ratio = disk[many] / disk[one]
+                lines.append(f"disk at {n}: {many} / {one} = {ratio:.2f}x")
+    return lines
