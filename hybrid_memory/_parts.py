@@ -43,6 +43,7 @@ from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
 
 NAMESPACE_PAGE_SIZE = 1024  # bytes per page of a namespace's keyword index file
+_CLOSING_BEHIND = 8  # namespaces waiting to be closed beyond which a call closes its own
 
 
 class StoreParts:
@@ -132,6 +133,9 @@ class StoreParts:
         self._namespaces_lock = threading.Lock()
         self.leases = 0  # calls using these parts now (guarded by the parent's lock)
         self.kept_open = s.open_namespaces or namespaces_kept_open()
+        # Closes the namespaces beyond kept_open, off the calls that opened others.
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybrid-memory-close")
+        self._closing = 0  # namespaces queued there, not closed yet
         close_at_exit(self)  # see hybrid_memory._exit: no thread left running at exit
 
     def open_namespace(self, name: str, *, lease: bool = False) -> StoreParts:
@@ -153,8 +157,7 @@ class StoreParts:
             if lease:
                 parts.leases += 1
             evicted = self._least_used_beyond_limit()
-        for old in evicted:  # outside the lock: closing joins the namespace's threads
-            old.close()
+        self._close_later(evicted)
         return parts
 
     @contextlib.contextmanager
@@ -168,8 +171,34 @@ class StoreParts:
             with self._namespaces_lock:
                 parts.leases -= 1
                 evicted = self._least_used_beyond_limit()
-            for old in evicted:
+            self._close_later(evicted)
+
+    def _close_later(self, evicted: list[StoreParts]) -> None:
+        """Close namespaces taken out of the open ones, in the closing thread: closing
+        one (its index file's last checkpoint, its threads joined) took ~20 ms of a
+        search that had to open another namespace. Closed here, in this thread, when
+        that thread is behind (so that descriptors stay bounded) or gone."""
+        for old in evicted:
+            with self._namespaces_lock:
+                behind = self._closing >= _CLOSING_BEHIND or self.closed
+                if not behind:
+                    self._closing += 1
+            if behind:
                 old.close()
+                continue
+            try:
+                self._closer.submit(self._close_one, old)
+            except RuntimeError:  # the store is closing: its close waits for this one
+                with self._namespaces_lock:
+                    self._closing -= 1
+                old.close()
+
+    def _close_one(self, old: StoreParts) -> None:
+        try:
+            old.close()
+        finally:
+            with self._namespaces_lock:
+                self._closing -= 1
 
     def _least_used_beyond_limit(self) -> list[StoreParts]:
         """Takes out of the open namespaces, least recently used first, those beyond
@@ -247,6 +276,7 @@ class StoreParts:
                 return
             self.closed = True
             namespaces, self._namespaces = list(self._namespaces.values()), OrderedDict()
+        self._closer.shutdown(wait=True)  # namespaces closed off the calls first
         for parts in namespaces:
             parts.close()
         self.sync.stop()
