@@ -70,7 +70,13 @@ class NamespaceStore:
         with self._lock:
             self._client = share.client
             if legacy in self._legacy_names(share):
-                _move(share, legacy, settings)
+                try:
+                    _move(share, legacy, settings)
+                except StoreError:
+                    # Another process moving it at the same moment deletes it once all
+                    # its records are in the shared collection: then nothing is missing.
+                    if any(name == legacy for name, _ in share.client_collections()):
+                        raise
                 assert self._legacy is not None
                 self._legacy.discard(legacy)
             key = namespace_digest(parent, name)
