@@ -134,6 +134,39 @@ def test_a_vector_search_finds_only_its_namespace(tmp_path: Path) -> None:
             assert sum(1 for h in hits if "vector" in h.ranks) == 10
 
 
+def test_a_namespace_written_by_another_process_on_the_same_path(tmp_path: Path) -> None:
+    """Many processes on one path: the other process reaches Chroma through this one
+    (the path's owner), and its namespace writes land in the shared collection, where
+    this process's view of the namespace sees them."""
+    path = tmp_path / "m"
+    with open_store(path=path) as mine:
+        view = mine.namespace("team")
+        view.add("written here", id="here")
+        script = (
+            "import sys; sys.path.insert(0, sys.argv[2])\n"
+            "from tests.conftest import HashEmbedding\n"
+            "from hybrid_memory import HybridMemory\n"
+            "with HybridMemory(path=sys.argv[1],"
+            " embedding=HashEmbedding(), embedding_name='test-hash-64') as m:\n"
+            "    t = m.namespace('team')\n"
+            "    assert t.get('here').text == 'written here'\n"
+            "    t.add('written by the other process about zebras', id='there')\n"
+            "    t.delete('here')\n"
+            "    m.namespace('other').add('not the team', id='there')\n"
+            "    assert m.namespaces() == ['other', 'team'], m.namespaces()\n"
+        )
+        root = str(Path(__file__).resolve().parents[2])
+        subprocess.run([sys.executable, "-c", script, str(path), root], check=True)
+        assert view.existing(["here", "there"]) == {"there"}  # read from the collection
+        view.sync()  # the keyword index caught up (the periodic check would, within its interval)
+        assert view.get("there").text == "written by the other process about zebras"
+        with pytest.raises(MemoryNotFoundError):
+            view.get("here")
+        assert view.count() == 1 and mine.namespace("other").count() == 1
+        assert [h.id for h in view.search("zebras", k=3)] == ["there"]
+        assert mine.namespaces() == ["other", "team"] and mine.count() == 0
+
+
 @pytest.mark.server
 def test_a_namespace_written_by_another_process_on_a_server(chroma_server: str) -> None:
     """Another process's writes to a namespace are seen by this process's view of it
