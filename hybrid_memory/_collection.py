@@ -68,6 +68,7 @@ class ChromaCollection:
         labels: Mapping[str, Any] | None = None,
         partition: str | None = None,
         chroma_name: str | None = None,
+        opened: Any = None,
     ) -> None:
         self.name = name
         self.partition = partition
@@ -91,11 +92,18 @@ class ChromaCollection:
         else:
             self.client = client if client is not None else _make_client(settings, attempts=5)
         try:
-            self._collection = self._open_with_retries()
+            # ``opened``: the Chroma collection, already opened (and checked) on this
+            # client by another namespace of the store: not asked for again.
+            self._collection = opened if opened is not None else self._open_with_retries()
         except BaseException:
             self.close()
             raise
         self.dimension: int | None = (self._collection.metadata or {}).get(DIMENSION_META)
+
+    @property
+    def chroma(self) -> Any:
+        """The Chroma collection (or the path owner's proxy of it) this object calls."""
+        return self._collection
 
     @property
     def id(self) -> str:

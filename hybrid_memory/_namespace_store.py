@@ -55,6 +55,9 @@ class NamespaceStore:
         self._registered: set[str] = set()  # keys this process knows are named
         self._legacy: set[str] | None = None  # earlier versions' collections, not moved yet
         self._client: Any = None
+        # The shared collection as the first namespace opened it, checked (its embedding):
+        # every namespace opened after it calls it without opening it again.
+        self.shared: Any = None
 
     def opened(
         self,

@@ -90,7 +90,10 @@ class StoreParts:
             labels=labels,
             partition=partition,
             chroma_name=None if partition is None else partition_collection(self.namespaces.root),
+            opened=None if partition is None else self.namespaces.shared,
         )
+        if partition is not None:  # the next namespace opened reuses it (one call less)
+            self.namespaces.shared = self.collection.chroma
         # What the store talks to, when that outlives this process and is not a ``path``
         # (whose index lives beside it): the index is then kept in a cache file.
         self.server = None if self.private or s.path else server_identity(s, self.collection.client)
