@@ -261,7 +261,20 @@ class ChromaCollection:
 
     def nearest(self, vector: Vector, n: int, where: dict[str, Any] | None) -> dict[str, float]:
         """The ``n`` nearest records passing ``where``: ``{id: cosine similarity}``, nearest
-        first."""
+        first.
+
+        A namespace's records, when they are few, are read and compared one by one:
+        Chroma's query restricted by a ``where`` scans the shared collection (47 ms p50
+        with 30,000 records, growing with it), its ``get`` by the same ``where`` does not
+        (5.5 ms)."""
+        if self.partition is not None and n > 0:
+            got = self.call("get", where=where, limit=_COMPARE_ALL + 1, include=["embeddings"])
+            if len(got["ids"]) <= _COMPARE_ALL:
+                found = got["ids"]
+                return {
+                    found[row]: similarity
+                    for row, similarity in nearest_by_cosine(got["embeddings"], vector, n)
+                }
         got = self.call(
             "query",
             query_embeddings=[vector],
