@@ -418,8 +418,9 @@ class HybridMemory:
 
     def namespace(self, name: str) -> HybridMemory:
         """A view of this store holding only the memories of namespace ``name`` (any
-        non-empty string): a collection of its own on the same Chroma client, embedded
-        the same way, with the same settings, and its own keyword index and tag set.
+        non-empty string): its share of the one collection all namespaces of the store
+        live in (on the same Chroma client, embedded the same way, with the same
+        settings), and its own keyword index and tag set.
 
         Nothing crosses between namespaces, or between a namespace and the store: ids
         (``"k"`` in namespace ``"A:sub"`` and ``"sub:k"`` in namespace ``"A"`` are two
@@ -429,9 +430,11 @@ class HybridMemory:
         The view is opened on first use (its index checked against its collection) and
         kept: asking again for the same name is cheap and shares it. Like views made by
         :meth:`with_settings`, its :meth:`close` does nothing: closing the store closes
-        every namespace opened from it. Each name maps to one Chroma collection,
-        ``<collection>.ns.<readable part>.<hash of the exact name>``, and, for an
-        embedded store, to one keyword index file beside the store's.
+        every namespace opened from it. Each name maps to a name of its own,
+        ``<collection>.ns.<readable part>.<hash of the exact name>`` (its
+        ``settings.collection``; earlier versions made it a Chroma collection, moved into
+        the shared one, ``<collection>.namespaces``, when the namespace is opened), and,
+        for an embedded store, to one keyword index file beside the store's.
         """
         handle = NamespaceHandle(self._handle, valid_namespace(name))
         parts = handle.parts()
@@ -450,8 +453,8 @@ class HybridMemory:
         return view
 
     def namespaces(self) -> list[str]:
-        """The names of the namespaces directly under this store (or view) that hold a
-        collection, sorted: those :meth:`namespace` opened here or in any other process."""
+        """The names of the namespaces directly under this store (or view), sorted:
+        those :meth:`namespace` opened here or in any other process."""
         return self._parts.namespace_names()
 
     def with_settings(self, **overrides: Any) -> HybridMemory:

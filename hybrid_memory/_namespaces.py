@@ -1,9 +1,13 @@
 """Namespaces of a store, named apart.
 
-Each namespace is its own Chroma collection with its own keyword index (see
-:meth:`hybrid_memory.HybridMemory.namespace`), so ids, tags, counts and BM25 statistics
-of one namespace cannot reach another. This module only names them: a pure mapping
-from (parent collection, namespace name) to a collection name and an index file name.
+Each namespace has a name of its own, as if it were a collection of its own (see
+:meth:`hybrid_memory.HybridMemory.namespace`), and its own keyword index, so ids, tags,
+counts and BM25 statistics of one namespace cannot reach another. Its memories live in
+the one collection all namespaces of the store share (:func:`partition_collection`),
+marked by its key (:func:`namespace_digest`: :mod:`hybrid_memory._partition`); earlier
+versions made that name a Chroma collection of its own, which a store opening a
+namespace moves into the shared one. This module only names them: a pure mapping from
+(parent's name, namespace name) to a name, a key and an index file name.
 
 The mapping must be injective for any namespace string, whatever characters it holds
 (``"A"`` and ``"A:sub"``, ``"a b"`` and ``"a-b"``, ``"Ä"`` and ``"A"``), while Chroma
@@ -58,6 +62,19 @@ def namespace_collection(parent_collection: str, name: str) -> str:
     slug = _NOT_SLUG.sub("-", name).strip("_-")[:_SLUG_LENGTH].strip("_-")
     digest = namespace_digest(parent_collection, name)
     return ".".join(part for part in (parent, "ns", slug, digest) if part)
+
+
+def partition_collection(store_collection: str) -> str:
+    """The Chroma collection holding the memories of every namespace (nested ones too)
+    of the store on collection ``store_collection``: ``<store>.namespaces``. Never the
+    name of a namespace's own collection of earlier versions (those end in a digest)."""
+    return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}.namespaces"
+
+
+def registry_collection(store_collection: str) -> str:
+    """The Chroma collection naming every namespace of the store on collection
+    ``store_collection`` (one record each, even while it holds no memory)."""
+    return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}.namespace-names"
 
 
 def namespace_index_path(parent_index_path: str, parent_collection: str, name: str) -> str:

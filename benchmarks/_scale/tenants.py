@@ -239,6 +239,8 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     where: dict[str, Any]
     if args.url:
         where = {"url": args.url, "collection": f"t{os.getpid()}-{int(time.time())}"}
+        if system.startswith("ours"):  # the keyword index files, measured and removed
+            where["cache_dir"] = str(Path(args.workdir) / "cache")
     else:
         where = {"path": Path(args.workdir) / system}
     result: dict[str, Any] = {"system": system, "n": args.namespaces_n, "per": args.per}
@@ -249,6 +251,10 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     result.update(measure(args, where, one))
     result["rss_mb"] = Rss.current_mb()
     result["peak_rss_mb"] = Rss.peak_mb()
+    if "cache_dir" in where:
+        cache = Path(where["cache_dir"])
+        result["index_cache_mb"] = dir_mb(cache)
+        result["index_cache_files"] = sum(1 for p in cache.rglob("*") if p.is_file())
     if not args.url:
         path = Path(where["path"])
         result["disk_mb"] = dir_mb(path)
@@ -268,12 +274,18 @@ def _row(r: dict[str, Any]) -> str:
         r["ulimit_n"],
         f"{r['fds_after_create']} / {r['fds_after_search']}",
         f"{r['rss_mb']} / {r['peak_rss_mb']}",
-        f"{r.get('disk_mb', '-')} ({r.get('files', '-')} files)",
+        _disk(r),
         f"{c.get('p50', '-')} / {c.get('p95', '-')}",
         f"{s.get('p50', '-')} / {s.get('p95', '-')}",
         r["search_wrong_tenant"],
     ]
     return "| " + " | ".join(str(x) for x in cells) + " |"
+
+
+def _disk(r: dict[str, Any]) -> str:
+    if "index_cache_mb" in r:  # on a server: this process's keyword index files only
+        return f"index {r['index_cache_mb']} ({r['index_cache_files']} files)"
+    return f"{r.get('disk_mb', '-')} ({r.get('files', '-')} files)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,4 +336,19 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(_row(r))
+    for line in _disk_ratios(results):
+        print(line)
     return 0
+
+
+def _disk_ratios(results: list[dict[str, Any]]) -> list[str]:
+    """The disk target (issue 44: within 2x of the same memories in one collection):
+    each N's namespaces against one store and one Chroma collection, when measured."""
+    lines = []
+    for n in dict.fromkeys(r["n"] for r in results):
+        disk = {r["system"]: r["disk_mb"] for r in results if r["n"] == n and "disk_mb" in r}
+        for many, one in (("ours", "ours-one"), ("ours", "chroma-one"), ("chroma", "chroma-one")):
+            if disk.get(many) and disk.get(one):
+                ratio = disk[many] / disk[one]
+                lines.append(f"disk at {n}: {many} / {one} = {ratio:.2f}x")
+    return lines

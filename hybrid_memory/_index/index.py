@@ -70,9 +70,9 @@ class KeywordIndex:
     """The derived index of one collection. ``path=None`` keeps it in memory. One
     connection serves all threads, guarded by a lock; each call is one transaction."""
 
-    def __init__(self, path: str | None, tokenizer: str) -> None:
+    def __init__(self, path: str | None, tokenizer: str, *, page_size: int | None = None) -> None:
         self.path = path
-        self.file = IndexFile(path, tokenizer)
+        self.file = IndexFile(path, tokenizer, page_size=page_size)
         self._lock = self.file.lock
         self._view = _View()
         # Ids whose rows here are known to be out of date: the collection took a write of

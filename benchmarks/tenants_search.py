@@ -1,0 +1,86 @@
+"""Searching any one of many namespaces whose memories fill the shared collection, in
+minutes instead of the hour ``scale.py --namespaces 10000`` takes to create them one by one.
+
+Usage::
+
+    python benchmarks/tenants_search.py 10000          # under ulimit -n 256, on a path
+
+The shared collection (``<store>.namespaces``) is filled directly with the records
+10,000 namespaces of 10 memories would hold (the same texts, tags, metadata and vectors
+as ``scale.py --namespaces``, each record marked and named as the store marks it); 400
+of those namespaces are then opened once each by the store (their index files made and
+filled), and 200 searches run, each in one of the 400 drawn at random. With
+``open_namespaces`` at its default under ``ulimit -n 256`` (21), almost every search opens
+its namespace again: what searching any one of ten thousand tenants costs.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _scale.measure import percentiles
+from _scale.tenants import _texts, _Timed
+
+from hybrid_memory import HybridMemory
+from hybrid_memory._namespaces import namespace_digest, partition_collection
+from hybrid_memory._partition import PARTITION_KEY, chroma_id
+from hybrid_memory._records import IndexRow, chroma_metadata
+
+OPENED, SEARCHES, PER = 400, 200, 10
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    import chromadb
+
+    path = tempfile.mkdtemp(prefix="tenants-search-")
+    embedding = _Timed()
+    store = HybridMemory(path=path, embedding=embedding, embedding_name=embedding.name)
+    store.namespace("tenant-0").add_many(_texts(0, PER))  # makes the shared collections
+    store.close()
+    shared = chromadb.PersistentClient(path).get_collection(partition_collection("hybrid_memory"))
+    now = time.time()
+    for start in range(1, n, 500):
+        ids, texts, metadatas = [], [], []
+        for tenant in range(start, min(start + 500, n)):
+            key = namespace_digest("hybrid_memory", f"tenant-{tenant}")
+            for j, item in enumerate(_texts(tenant, PER)):
+                row = IndexRow(str(j), item["text"], tuple(item["tags"]), item["metadata"])
+                row = IndexRow(row.id, row.text, row.tags, row.metadata, "", now, now)
+                ids.append(chroma_id(key, str(j)))
+                texts.append(item["text"])
+                metadatas.append({**chroma_metadata(row), PARTITION_KEY: key})
+        vectors = embedding.embed_documents(texts)
+        shared.add(ids=ids, embeddings=vectors, documents=texts, metadatas=metadatas)
+    print(f"shared collection: {shared.count()} records", flush=True)
+    store = HybridMemory(path=path, embedding=embedding, embedding_name=embedding.name)
+    rng = random.Random(44)
+    chosen = rng.sample(range(1, n), min(OPENED, n - 1))
+    for tenant in chosen:
+        store.namespace(f"tenant-{tenant}")
+    timed, wrong = [], 0
+    for _ in range(SEARCHES):
+        tenant = rng.choice(chosen)
+        query = " ".join(_texts(tenant, PER)[rng.randrange(PER)]["text"].split()[3:6])
+        before, start_time = embedding.seconds, time.perf_counter()
+        hits = store.namespace(f"tenant-{tenant}").search(query, k=5)
+        spent = time.perf_counter() - start_time - (embedding.seconds - before)
+        timed.append(spent * 1000)
+        wrong += (int(hits[0].text.split()[1]) if hits else -1) != tenant
+    kept = store.settings.open_namespaces or "default"
+    print(f"{n} namespaces, open_namespaces {kept}, ulimit -n 256")
+    print(f"search ms: {percentiles(timed)}; wrong tenant: {wrong}")
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
