@@ -61,7 +61,8 @@ def build_parser(prog: str = "hybrid-memory mcp") -> argparse.ArgumentParser:
         "--max-body-bytes", type=int, help="largest HTTP request body (default 1 MiB)"
     )
     parser.add_argument(
-        "--namespace", help="scope every tool to this namespace of the store (its own collection)"
+        "--namespace",
+        help="scope every tool to this namespace of the store (its own memories and keyword index)",
     )
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     return parser

@@ -12,7 +12,7 @@ schemas, structured output) and the resources and prompts of
     server.run()                      # stdio; see hybrid_memory_mcp.cli for HTTP
 
 With a namespace (``MCPServerSettings.namespace``) every tool, resource and prompt works
-on ``memory.namespace(name)``: a collection of its own with its own keyword index, so
+on ``memory.namespace(name)``: memories of its own with their own keyword index, so
 nothing of another namespace (ids, tags, counts, keyword statistics) is seen. Memories
 stored by the earlier ``<namespace>:<id>`` scheme are moved into it on start
 (:mod:`hybrid_memory_mcp.legacy`).
@@ -121,7 +121,7 @@ def open_scope(memory: HybridMemory, settings: MCPServerSettings) -> HybridMemor
     if moved:
         print(
             f"hybrid-memory mcp: moved {moved} memories of namespace {settings.namespace!r} "
-            "from the old '<namespace>:<id>' scheme into the namespace's own collection",
+            "from the old '<namespace>:<id>' scheme into the namespace",
             file=sys.stderr,
             flush=True,
         )

@@ -78,7 +78,7 @@ class MCPServerSettings(BaseSettings):
         None,
         min_length=1,
         description="Scope every tool to this namespace of the store (any non-empty string): "
-        "its own collection and keyword index, so nothing outside it is read, found, "
+        "its own memories and keyword index, so nothing outside it is read, found, "
         "counted or deleted, and its ids cannot collide with another namespace's.",
     )
     namespace_key: str = Field(
@@ -86,7 +86,7 @@ class MCPServerSettings(BaseSettings):
         pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
         description="The metadata field the earlier namespace scheme ('<namespace>:<id>' ids "
         "in the store itself) marked memories with: read once, to move those memories into "
-        "the namespace's own collection.",
+        "the namespace.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Server log level (logs go to stderr)."

@@ -326,7 +326,7 @@ async def test_namespaces_never_leak(tmp_path: Path) -> None:
             assert gone["deleted"] == 3
             assert (await call(a, "memory_stats"))["count"] == 1
             assert (await call(b, "memory_stats"))["count"] == 4
-        # Nothing is in the store itself: each namespace is a collection of its own.
+        # Nothing is in the store itself: each namespace holds memories of its own.
         assert store.count() == 0
         assert store.namespace("team-a").count() == 1 and store.namespace("team-b").count() == 4
     finally:
