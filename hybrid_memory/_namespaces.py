@@ -64,17 +64,23 @@ def namespace_collection(parent_collection: str, name: str) -> str:
     return ".".join(part for part in (parent, "ns", slug, digest) if part)
 
 
+# What the two collections beside a store's own are named after it; a store's own
+# collection may not end so (it would be another store's namespaces).
+PARTITION_SUFFIX = ".namespaces"
+REGISTRY_SUFFIX = ".namespace-names"
+
+
 def partition_collection(store_collection: str) -> str:
     """The Chroma collection holding the memories of every namespace (nested ones too)
     of the store on collection ``store_collection``: ``<store>.namespaces``. Never the
     name of a namespace's own collection of earlier versions (those end in a digest)."""
-    return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}.namespaces"
+    return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}{PARTITION_SUFFIX}"
 
 
 def registry_collection(store_collection: str) -> str:
     """The Chroma collection naming every namespace of the store on collection
     ``store_collection`` (one record each, even while it holds no memory)."""
-    return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}.namespace-names"
+    return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}{REGISTRY_SUFFIX}"
 
 
 def namespace_index_path(parent_index_path: str, parent_collection: str, name: str) -> str:

@@ -17,9 +17,12 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._namespaces import PARTITION_SUFFIX, REGISTRY_SUFFIX
 
 ENV_PREFIX = "HYBRID_MEMORY_"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+# Names of the collections a store keeps beside its own for its namespaces.
+RESERVED_COLLECTION_SUFFIXES = (PARTITION_SUFFIX, REGISTRY_SUFFIX)
 
 
 class HybridMemorySettings(BaseSettings):
@@ -48,7 +51,8 @@ class HybridMemorySettings(BaseSettings):
     )
     collection: str = Field(
         "hybrid_memory",
-        description="Chroma collection name: 3-512 characters of [a-zA-Z0-9._-].",
+        description="Chroma collection name: 3-512 characters of [a-zA-Z0-9._-], not ending "
+        "in .namespaces or .namespace-names (where a store keeps its namespaces).",
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$",
     )
     request_timeout: float = Field(
@@ -298,6 +302,18 @@ class HybridMemorySettings(BaseSettings):
     token_encoding: str = Field(
         "cl100k_base", description="tiktoken encoding that counts tokens for max_tokens."
     )
+
+    @field_validator("collection")
+    @classmethod
+    def _not_a_namespace_collection(cls, value: str) -> str:
+        for suffix in RESERVED_COLLECTION_SUFFIXES:
+            if value.endswith(suffix):
+                raise ValueError(
+                    f"a name ending in {suffix!r} is reserved: it is where the store on "
+                    f"collection {value[: -len(suffix)]!r} keeps its namespaces; choose a "
+                    f"name not ending in any of {list(RESERVED_COLLECTION_SUFFIXES)}"
+                )
+        return value
 
     @field_validator("alpha_thresholds")
     @classmethod

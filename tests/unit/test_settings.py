@@ -213,3 +213,14 @@ def test_path_and_url_are_exclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYBRID_MEMORY_URL", "http://127.0.0.1:8000")
     with pytest.raises(InvalidInputError, match="mutually exclusive"):
         load_settings(path="/tmp/m")
+
+
+@pytest.mark.parametrize("name", ["notes.namespaces", "hybrid_memory.namespace-names"])
+def test_a_collection_named_as_another_stores_namespaces_is_refused(name: str) -> None:
+    # Store "notes" keeps its namespaces in "notes.namespaces": a store of that name
+    # would read and write them as its own memories.
+    with pytest.raises(InvalidInputError) as caught:
+        HybridMemorySettings(collection=name)
+    message = str(caught.value)
+    assert "collection" in message and "reserved" in message and name in message
+    assert HybridMemorySettings(collection=name + "-2").collection == name + "-2"
