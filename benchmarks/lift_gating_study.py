@@ -16,7 +16,11 @@ once per collection, kept in ``--cache``); every candidate fuses them with the e
   widely (the coefficient of variation of their lengths in words), whose memories are long
   on average, or where many memories are longer than the model reads (256 word pieces);
 - **the keyword index's idf of the query**: the lift on only when the query's content words
-  are rare in the store (their mean idf over ``log(N + 1)``).
+  are rare in the store (their mean idf over ``log(N + 1)``); and, for open questions, the
+  vector share raised when the query holds no rare word;
+- **BM25's length normalisation** (``--bm25-b``): the keyword legs computed again with
+  another ``b`` (the engine's postings read ``hybrid_memory._index.postings.B``), long
+  memories' keyword scores lowered more (or less), with and without the lift.
 
     python -m benchmarks.lift_gating_study ../shared/data/locomo ../shared/data/cranfield \\
         ../shared/data/longmemeval --cache /tmp/legs --out lift-gating.json
@@ -50,10 +54,12 @@ from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._embeddings import MiniLMEmbedder
 from hybrid_memory._errors import EmbeddingError
 from hybrid_memory._fusion import reciprocal_rank_fusion, score_lifts
+from hybrid_memory._index import postings
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.porter import stem
 
 RRF_K = 60.0
+BM25_B_RULES = ("defaults", "keyword lift 0.5 always", "keyword lift 1.0 always")
 MODEL_WINDOW = 256  # all-MiniLM-L6-v2 reads this many word pieces of a memory
 
 
@@ -238,6 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", help="a folder keeping each collection's prepared legs")
     parser.add_argument("--out", help="write every figure and the folds as JSON")
     parser.add_argument("--peer", help="also pair every candidate with this harness peer")
+    parser.add_argument(
+        "--bm25-b",
+        type=float,
+        action="append",
+        default=[],
+        help="also measure the defaults and the keyword lift with BM25's b set to this",
+    )
     args = parser.parse_args(argv)
     peer_name = None
     if args.peer:
@@ -258,13 +271,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     groups = {p.name: {q.id: group_of(p, q.id) for q in p.queries} for p in preps}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
-    for prep in preps:
+
+    def measure(prep: Prepared, rules: dict[str, Rule], prefix: str = "") -> None:
         legs = {q.id: compute_legs(prep, q) for q in prep.queries}
-        for name, candidate in candidates().items():
-            rows = per_query.setdefault(name, {}).setdefault(prep.name, {})
+        for name, rule in rules.items():
+            rows = per_query.setdefault(prefix + name, {}).setdefault(prep.name, {})
             for q in prep.queries:
-                ranked = order(lifted_rrf(legs[q.id], *candidate(q, stats[prep.name])))[:10]
+                ranked = order(lifted_rrf(legs[q.id], *rule(q, stats[prep.name])))[:10]
                 rows[q.id] = ndcg_at_k(ranked, prep.dataset.qrels.get(q.id, {}), 10)
+
+    for prep in preps:
+        measure(prep, candidates())
+    # BM25's length normalisation: the keyword legs computed again with another b
+    for b in args.bm25_b:
+        default_b, postings.B = postings.B, b
+        try:
+            for path in args.datasets:
+                cache = None if args.cache is None else str(Path(args.cache) / f"bm25-b-{b}")
+                rules = {n: candidates()[n] for n in BM25_B_RULES}
+                measure(load(path, cache, None), rules, f"bm25 b {b}: ")
+        finally:
+            postings.B = default_b
     if peer_name is not None:
         embedding = CachedEmbedding(MiniLMEmbedder())
         for prep in preps:
