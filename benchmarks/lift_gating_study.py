@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         folds.append(result)
         print(json.dumps(result), flush=True)
 
-    for held in names:
+    for held in names if len(names) > 1 else []:
         fold(held, [n for n in names if n != held])
     for group in types:
         held = f"lme {group}"
