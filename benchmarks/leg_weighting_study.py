@@ -45,7 +45,7 @@ from benchmarks.fusion_study import Prepared, QueryLegs, _tag_leg, prep_index, p
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._embeddings import MiniLMEmbedder
 from hybrid_memory._feedback import length_scaled_weight, rocchio
-from hybrid_memory._fusion import adaptive_alpha
+from hybrid_memory._fusion import adaptive_alpha, score_lifts
 
 DEPTH = 100
 RRF_K = 60.0
@@ -100,12 +100,9 @@ def rrf(
     for name, hits in (("vector", legs.vector), ("keyword", legs.keyword), ("tag", legs.tag)):
         if not w[name] or not hits:
             continue
-        top, low = hits[0][1], hits[-1][1]
-        span = top - low
-        for rank, (doc, score) in enumerate(hits, start=1):
-            share = 1.0
-            if gamma and name in legs_scored:
-                share = 1.0 + gamma * (1.0 if span <= 0 else (score - low) / span)
+        lifted = bool(gamma) and name in legs_scored
+        shares = score_lifts([s for _, s in hits], gamma) if lifted else [1.0] * len(hits)
+        for rank, ((doc, _), share) in enumerate(zip(hits, shares, strict=True), start=1):
             fused[doc] = fused.get(doc, 0.0) + w[name] * share / (RRF_K + rank)
     return fused
 
@@ -116,12 +113,10 @@ def convex(legs: Legs, alpha: float) -> dict[str, float]:
     for name, hits in (("vector", legs.vector), ("keyword", legs.keyword), ("tag", legs.tag)):
         if not w[name] or not hits:
             continue
-        top, low = hits[0][1], hits[-1][1]
-        span = top - low
-        for doc, score in hits:
-            fused[doc] = fused.get(doc, 0.0) + w[name] * (
-                1.0 if span <= 0 else (score - low) / span
-            )
+        # the min-max normalised score is the engine's lift of 1 less its base 1
+        lifts = score_lifts([s for _, s in hits], 1.0)
+        for (doc, _), lift in zip(hits, lifts, strict=True):
+            fused[doc] = fused.get(doc, 0.0) + w[name] * (lift - 1.0)
     return fused
 
 

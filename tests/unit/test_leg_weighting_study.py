@@ -10,6 +10,7 @@ from benchmarks.leg_weighting_study import (
     ASKING_ADVICE,
     Legs,
     Sessions,
+    convex,
     gap_confidence,
     order,
     rrf,
@@ -41,6 +42,14 @@ def test_the_studys_score_aware_rrf_is_the_engines() -> None:
             {"vector": 0.4, "keyword": 0.6},
         )
     )
+
+
+def test_the_studys_convex_fusion_weighs_min_max_normalised_scores() -> None:
+    fused = convex(legs(), 0.4)
+    # vector: a 1, b 0.5, c 0; keyword: b 1, d 0.1, a 0
+    assert fused == pytest.approx({"a": 0.4, "b": 0.4 * 0.5 + 0.6, "c": 0.0, "d": 0.06})
+    flat = Legs(vector=[("a", 0.3), ("b", 0.3)], keyword=[], tag=[], alpha=0.4, tags=0)
+    assert convex(flat, 0.4) == pytest.approx({"a": 0.4, "b": 0.4})  # no spread: full weight
 
 
 def test_gap_confidence_is_the_share_of_the_spread_within_the_head() -> None:
