@@ -1,0 +1,98 @@
+"""Whether the keyword leg scores through compiled loops (numba), and loading them.
+
+At a million memories a question's terms have ~126,000 postings at the median and
+~590,000 at p95; the numpy path (:meth:`~hybrid_memory._index.postings.Postings.top`)
+goes over them in ~12 memory-bound passes. The loops of
+:mod:`~hybrid_memory._index._scoring_loops` do it in one, with the same floats to the bit.
+
+numba is a dependency, but it is never imported by ``import hybrid_memory``: importing
+it costs ~0.6 s, and most processes (the CLI, an MCP server over a small store, the test
+suite's many short processes) never hold enough memories for the loops to matter. The
+first search over a store of at least :data:`LOAD_FROM_ROWS` memories starts a background
+thread that imports numba and loads the loops (compiled once, then read from numba's
+on-disk cache); searches keep using numpy until the loops are ready, then switch, with
+identical results. When numba cannot be imported (a platform without a wheel, a broken
+install) or is told not to compile (``NUMBA_DISABLE_JIT=1``), the numpy path stays, and
+:func:`status` says why.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import ModuleType
+
+# A store this large gets the loops; below, numpy's fixed cost per pass is the larger
+# part of a search and the passes are short (100,000 memories: ~13,000 postings a
+# question, ~0.5 ms in numpy).
+LOAD_FROM_ROWS = 20_000
+
+_loops: ModuleType | None = None
+_failure: str | None = None
+_started = False
+_lock = threading.Lock()
+_ready = threading.Event()
+
+
+def loops() -> ModuleType | None:
+    """The compiled loops when loaded, else None (the numpy path ranks)."""
+    return _loops
+
+
+def want(rows: int) -> ModuleType | None:
+    """The loops for a store of ``rows`` live memories: starts loading them in the
+    background the first time a store is large enough, and returns them once loaded."""
+    if _loops is None and not _started and rows >= LOAD_FROM_ROWS:
+        start_loading()
+    return _loops
+
+
+def start_loading() -> None:
+    """Import numba and load the loops in a daemon thread (once per process)."""
+    global _started
+    with _lock:
+        if _started:
+            return
+        _started = True
+    threading.Thread(target=_load, name="hybrid-memory-kernel", daemon=True).start()
+
+
+def load(timeout: float | None = None) -> ModuleType | None:
+    """Load the loops now (or wait for the background load): for benchmarks and tests.
+    Returns them, or None when numba is not usable (see :func:`status`)."""
+    start_loading()
+    _ready.wait(timeout)
+    return _loops
+
+
+def status() -> str:
+    """One line on the keyword leg's path: compiled, loading, or numpy and why."""
+    if _loops is not None:
+        return "compiled loops (numba)"
+    if _failure is not None:
+        return f"numpy ({_failure})"
+    return "numpy (compiled loops loading)" if _started else "numpy (store below the size)"
+
+
+def _load() -> None:
+    global _loops, _failure
+    try:
+        import numba
+
+        if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]  # loops run as Python: slow
+            _failure = "NUMBA_DISABLE_JIT is set"
+            return
+        from hybrid_memory._index import _scoring_loops
+    except Exception as e:  # any import or compile failure leaves the numpy path
+        _failure = f"numba unavailable: {type(e).__name__}: {e}"
+    else:
+        _loops = _scoring_loops
+    finally:
+        _ready.set()
+
+
+def use(module: ModuleType | None) -> ModuleType | None:
+    """Set the loops the postings use (None: numpy), returning the previous ones: for
+    tests and benchmarks that compare the two paths in one process."""
+    global _loops
+    previous, _loops = _loops, module
+    return previous
