@@ -20,11 +20,14 @@ from __future__ import annotations
 import numpy as np
 from numba import boolean, float32, float64, int32, int64, njit, void
 
+from hybrid_memory._index.scoring_kernel import caching
+
+_CACHE = caching()
 _ROWS = int32[::1]
 _TOTALS = float64[::1]
 
 
-@njit(int64(_ROWS, boolean[::1]), cache=True, nogil=True)
+@njit(int64(_ROWS, boolean[::1]), cache=_CACHE, nogil=True)
 def count_live(rows, live):
     """How many of ``rows`` are live (a term's document frequency, for its idf)."""
     count = 0
@@ -38,7 +41,7 @@ def count_live(rows, live):
     void(
         _TOTALS, _ROWS, float32[::1], float32[::1], boolean[::1], boolean, float64, float64, float64
     ),
-    cache=True,
+    cache=_CACHE,
     nogil=True,
 )
 def add_term_scores(totals, rows, tfs, length, live, only_live, per_length, constant, weight):
@@ -58,7 +61,7 @@ def add_term_scores(totals, rows, tfs, length, live, only_live, per_length, cons
 
 @njit(
     int64(_TOTALS, _ROWS, float64, int64[::1], float64[::1], int64),
-    cache=True,
+    cache=_CACHE,
     nogil=True,
 )
 def take_at_least(totals, rows, floor, out_rows, out_scores, taken):
@@ -77,14 +80,14 @@ def take_at_least(totals, rows, floor, out_rows, out_scores, taken):
     return taken
 
 
-@njit(void(_TOTALS, _ROWS), cache=True, nogil=True)
+@njit(void(_TOTALS, _ROWS), cache=_CACHE, nogil=True)
 def clear(totals, rows):
     """Zero the totals of ``rows`` (what the scoring loop touched)."""
     for i in range(rows.shape[0]):
         totals[rows[i]] = 0.0
 
 
-@njit(int64(_TOTALS, int64, int64, float64, int64[::1], float64[::1]), cache=True, nogil=True)
+@njit(int64(_TOTALS, int64, int64, float64, int64[::1], float64[::1]), cache=_CACHE, nogil=True)
 def take_at_least_in(totals, first, end, floor, out_rows, out_scores):
     """:func:`take_at_least` by a pass over the totals of rows ``first`` to ``end``
     (exclusive) instead of over the postings: cheaper when the postings name a large

@@ -18,6 +18,8 @@ install) or is told not to compile (``NUMBA_DISABLE_JIT=1``), the numpy path sta
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from types import ModuleType
 
@@ -28,6 +30,11 @@ LOAD_FROM_ROWS = 20_000
 
 _loops: ModuleType | None = None
 _failure: str | None = None
+# numba caches compiled loops beside their source (``__pycache__``) or, where that is
+# read-only (a system site-packages), in the user's cache directory; with neither
+# writable it refuses ``cache=True``, and the loops are then compiled in each process.
+_cache = True
+_uncached: str | None = None
 _started = False
 _lock = threading.Lock()
 _ready = threading.Event()
@@ -64,9 +71,16 @@ def load(timeout: float | None = None) -> ModuleType | None:
     return _loops
 
 
+def caching() -> bool:
+    """Whether the loops are compiled with numba's on-disk cache (read at their import)."""
+    return _cache
+
+
 def status() -> str:
     """One line on the keyword leg's path: compiled, loading, or numpy and why."""
     if _loops is not None:
+        if _uncached is not None:
+            return f"compiled loops (numba, compiled in this process: {_uncached})"
         return "compiled loops (numba)"
     if _failure is not None:
         return f"numpy ({_failure})"
@@ -81,13 +95,24 @@ def _load() -> None:
         if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]  # loops run as Python: slow
             _failure = "NUMBA_DISABLE_JIT is set"
             return
-        from hybrid_memory._index import _scoring_loops
+        _loops = _import_loops()
     except Exception as e:  # any import or compile failure leaves the numpy path
         _failure = f"numba unavailable: {type(e).__name__}: {e}"
-    else:
-        _loops = _scoring_loops
     finally:
         _ready.set()
+
+
+def _import_loops() -> ModuleType:
+    global _cache, _uncached
+    name = "hybrid_memory._index._scoring_loops"
+    try:
+        return importlib.import_module(name)
+    except RuntimeError as e:  # numba's "cannot cache function ...: no locator available"
+        if "cannot cache" not in str(e):
+            raise
+        sys.modules.pop(name, None)
+        _cache, _uncached = False, "no writable cache directory"
+        return importlib.import_module(name)
 
 
 def use(module: ModuleType | None) -> ModuleType | None:
