@@ -6,8 +6,9 @@ goes over them in ~12 memory-bound passes. The loops of
 :mod:`~hybrid_memory._index._scoring_loops` do it in one, with the same floats to the bit.
 
 numba is a dependency, but it is never imported by ``import hybrid_memory``: importing
-it costs ~0.6 s, and most processes (the CLI, an MCP server over a small store, the test
-suite's many short processes) never hold enough memories for the loops to matter. The
+it costs ~0.3-0.6 s and ~160 MB of resident memory with the loops, and most processes
+(the CLI, an MCP server over a small store, the test suite's many short processes) never
+hold enough memories for the loops to matter. The
 first search over a store of at least :data:`LOAD_FROM_ROWS` memories starts a background
 thread that imports numba and loads the loops (compiled once, then read from numba's
 on-disk cache); searches keep using numpy until the loops are ready, then switch, with
@@ -23,10 +24,16 @@ import sys
 import threading
 from types import ModuleType
 
-# A store this large gets the loops; below, numpy's fixed cost per pass is the larger
-# part of a search and the passes are short (100,000 memories: ~13,000 postings a
-# question, ~0.5 ms in numpy).
-LOAD_FROM_ROWS = 20_000
+# A store this large gets the loops. numba costs a process ~160 MB of resident memory
+# (measured: +114 MB importing it, 95 of them LLVM's shared library pages, +45 MB loading
+# the loops) and 1-2 s of CPU once, in the background; the loops save keyword-leg time in
+# proportion to the store. At 100,000 memories they saved ~0.2 ms of a ~7 ms search (p50)
+# while the extra memory took our RSS growth from ~1.35x Chroma's to 1.67-1.73x (paired
+# runs, benchmarks/results/scale-100k-2026-11-28-kernel.json); at 1,000,000 they save ~4 ms
+# at p50 and ~13 ms at p95, and 160 MB is ~5% of the store's growth. Interpolating the
+# RSS growth of both sizes linearly, from ~400,000 memories up ours plus numba stays within
+# 1.5x Chroma's: an estimate, not a measurement at that size.
+LOAD_FROM_ROWS = 500_000
 
 _loops: ModuleType | None = None
 _failure: str | None = None
