@@ -5,14 +5,19 @@ The scale benchmark's memories (``benchmarks/scale.py``: real sentences from
 200 timed questions are ranked at the search's depth (100), a few passes each. With
 ``--compare``, every pass also ranks them with the cut the keyword leg used before
 (a partial sort of every matched posting), the two alternating, and checks that both
-give the same rankings and scores. Figures only, no assertions.
+give the same rankings and scores. With ``--kernel``, the numpy path and the compiled
+loops (numba, ``hybrid_memory/_index/scoring_kernel.py``) alternate instead, and the
+rankings and scores of the two are checked to be identical to the bit. Figures only, no
+assertions; the machine's load average is printed beside them.
 
     python benchmarks/keyword_leg.py --n 1000000 --compare
+    python benchmarks/keyword_leg.py --n 100000 --kernel --passes 4
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -27,6 +32,7 @@ from _scale.constants import WARMUP_QUERIES
 from _scale.data import generate_memories, load_sources
 
 from hybrid_memory._index import postings as postings_module
+from hybrid_memory._index import scoring_kernel
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._records import IndexRow
@@ -65,6 +71,9 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100_000, help="memories (default 100000)")
     parser.add_argument("--passes", type=int, default=3, help="passes over the questions")
     parser.add_argument("--compare", action="store_true", help="also time the previous cut")
+    parser.add_argument(
+        "--kernel", action="store_true", help="time the numpy path against the compiled loops"
+    )
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     args = parser.parse_args()
 
@@ -90,30 +99,44 @@ def main() -> int:
     del memories
     print(f"{args.n:,} memories indexed in {time.perf_counter() - start:.0f} s")
 
-    ways = {"current cut": current_top}
+    loops = scoring_kernel.load()
+    print(f"keyword leg: {scoring_kernel.status()}")
+    # Each way: the ``top`` it ranks with and the loops it uses (None: numpy).
+    ways = {"current cut": (current_top, loops)}
     if args.compare:
-        ways["previous cut"] = partial_sort_top  # type: ignore[assignment]
+        ways["previous cut"] = (partial_sort_top, loops)  # type: ignore[assignment]
+    if args.kernel:
+        if loops is None:
+            print("the compiled loops are not available: nothing to compare")
+            return 1
+        ways = {"numpy path": (current_top, None), "compiled loops": (current_top, loops)}
     times: dict[str, list[float]] = {name: [] for name in ways}
     for question in questions:  # first-time costs (term lookups) out of the timing
         index.search(question, DEPTH)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     try:
         for turn in range(args.passes):
             order = list(ways) if turn % 2 == 0 else list(reversed(ways))
             for name in order:
-                postings_module.Postings.top = ways[name]  # type: ignore[method-assign]
+                postings_module.Postings.top, _ = ways[name]  # type: ignore[method-assign]
+                scoring_kernel.use(ways[name][1])
                 for question in questions:
                     began = time.perf_counter()
                     index.search(question, DEPTH)
                     times[name].append((time.perf_counter() - began) * 1e3)
-        if args.compare:
+        if len(ways) > 1:
             rankings = {}
-            for name, way in ways.items():
+            for name, (way, way_loops) in ways.items():
                 postings_module.Postings.top = way  # type: ignore[method-assign]
+                scoring_kernel.use(way_loops)
                 rankings[name] = [index.search(q, DEPTH) for q in questions]
+            # Scores are Python floats from float64: == compares them to the bit.
             same = sum(a == b for a, b in zip(*rankings.values(), strict=True))
             print(f"same rankings and scores: {same}/{len(questions)}")
     finally:
         postings_module.Postings.top = current_top  # type: ignore[method-assign]
+        scoring_kernel.use(loops)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, values in times.items():
         ms = np.array(values)
         print(

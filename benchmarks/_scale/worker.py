@@ -256,6 +256,10 @@ def run_worker(
         with turns.turn():  # every worker takes this turn, to keep the ring in step
             if isinstance(system, Ours):
                 result["search_stages_ms"] = search_stages(system, queries)
+                # Which path ranked the keyword leg (compiled loops or numpy, and why).
+                from hybrid_memory._index import scoring_kernel
+
+                result["keyword_leg"] = scoring_kernel.status()
         filtered, filtered_hits = [], []
         for start in range(0, len(queries), BLOCK):
             with turns.turn():
