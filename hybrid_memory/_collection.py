@@ -25,11 +25,12 @@ from hybrid_memory._errors import (
 )
 from hybrid_memory._index.file import why_no_room
 from hybrid_memory._owner_server import WRITE_OPERATIONS
-from hybrid_memory._ownership import acquire
+from hybrid_memory._ownership import PathOwnership, acquire
 from hybrid_memory._partition import scoped_answer, scoped_call, scoped_where
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._room import check_room
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._write_ledger import collection_key
 from hybrid_memory._write_marker import WriteMarker
 
 # Collection-level metadata recording how the collection was built.
@@ -43,6 +44,8 @@ _OPEN_PATIENCE = 10.0  # seconds to keep retrying the opening of a store
 _COMPARE_ALL = 256
 # How many times a restricted search is asked again after ids vanished under it.
 _VANISHED_RETRIES = 3
+# What a write of collection metadata only touches, for the ledger: no mark reads it.
+_METADATA_ONLY = "metadata-only"
 _SERVER_HINT = "start one with: chroma run --path DIR --host 127.0.0.1 --port 8000"
 
 
@@ -69,6 +72,7 @@ class ChromaCollection:
         partition: str | None = None,
         chroma_name: str | None = None,
         opened: Any = None,
+        counted_by: ChromaCollection | None = None,
     ) -> None:
         self.name = name
         self.partition = partition
@@ -85,6 +89,14 @@ class ChromaCollection:
             acquire(path, settings.request_timeout, settings.write_reserve) if path else None
         )
         self._own_writes = 0  # writes this object made on the path (see others_writes)
+        # Who counts this object's writes on an embedded path: its ownership of the path,
+        # or (a namespace, on its store's client) the ownership of ``counted_by``'s.
+        self._counter: PathOwnership | None = self._ownership or (
+            counted_by._counter if counted_by is not None else None
+        )
+        self._own_marked = 0  # those of its writes the counter's marks count (own_writes)
+        # What this object's writes can touch, for the path owner's ledger of writes.
+        self._touching = partition if partition is not None else collection_key(self._chroma_name)
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
@@ -116,9 +128,22 @@ class ChromaCollection:
         """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
         if operation in WRITE_OPERATIONS and self._ownership is not None and self._settings.path:
             check_room(self._settings.path, self._settings.write_reserve)
-        if operation in WRITE_OPERATIONS and self._ownership is not None:
-            self._own_writes += 1  # before the path's count: never seen as another's
-            self._ownership.note_write()
+        ownership = self._counter if operation in WRITE_OPERATIONS else None
+        if ownership is None:
+            return self._call(operation, kwargs)
+        self._own_writes += 1  # before the path's count: never seen as another's
+        # A ``modify`` changes the collection's metadata, never a record: no index is
+        # behind for it (the first write of a namespace records the vectors' dimension).
+        touching = self._touching if operation != "modify" else _METADATA_ONLY
+        if touching is not _METADATA_ONLY:
+            self._own_marked += 1
+        ownership.note_write(touching)
+        try:
+            return self._call(operation, kwargs)
+        finally:
+            ownership.wrote(touching)
+
+    def _call(self, operation: str, kwargs: dict[str, Any]) -> Any:
         key = self.partition
         try:
             if key is None:
@@ -164,6 +189,8 @@ class ChromaCollection:
             if not got["ids"]:
                 return
             yield rows_from_chroma(got)
+            if len(got["ids"]) < PAGE:
+                return  # the last page: asking for the next is one more scan (13-20 ms)
             offset += len(got["ids"])
 
     def rows_by_id(self, ids: Sequence[str]) -> Iterator[list[IndexRow]]:
@@ -238,19 +265,19 @@ class ChromaCollection:
             got = self.call(
                 "get", where=where, limit=PAGE, offset=len(found), include=["metadatas"]
             )
-            if not got["ids"]:
-                return found
             for memory_id, meta in zip(got["ids"], got["metadatas"], strict=True):
                 found[memory_id] = float((meta or {}).get(key) or 0.0)
+            if len(got["ids"]) < PAGE:
+                return found  # the last page
 
     def ids_matching(self, where: Mapping[str, Any] | None) -> list[str]:
         """The ids of every record passing ``where`` (Chroma syntax), read a page at a time."""
         found: list[str] = []
         while True:
             got = self.call("get", where=where, limit=PAGE, offset=len(found), include=[])
-            if not got["ids"]:
-                return found
             found.extend(got["ids"])
+            if len(got["ids"]) < PAGE:
+                return found  # the last page
 
     def vectors_by_id(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those of ``ids`` that exist, by id (a few: one read)."""
@@ -258,6 +285,12 @@ class ChromaCollection:
         return {i: np.asarray(v) for i, v in zip(got["ids"], got["embeddings"], strict=True)}
 
     # --- nearest neighbours ---------------------------------------------------------------
+
+    @property
+    def compare_all(self) -> int:
+        """Among at most this many records, the nearest are found by reading their vectors
+        and comparing them all."""
+        return _COMPARE_ALL
 
     def nearest(self, vector: Vector, n: int, where: dict[str, Any] | None) -> dict[str, float]:
         """The ``n`` nearest records passing ``where``: ``{id: cosine similarity}``, nearest
@@ -434,6 +467,23 @@ class ChromaCollection:
             while ids := self._collection.get(limit=PAGE, include=[])["ids"]:
                 self._collection.delete(ids=ids)
             self.client.delete_collection(self._chroma_name)
+
+    @property
+    def own_writes(self) -> int:
+        """How many writes of records this object made on its embedded path (0
+        elsewhere): those :meth:`write_mark` counts."""
+        return self._own_marked
+
+    def write_mark(self) -> int | None:
+        """How many writes that can touch this namespace's share the owner of the
+        embedded path saw begin, by anyone (:mod:`hybrid_memory._write_ledger`): while it
+        reads the same, nobody wrote to it. None when it cannot tell (a write in flight,
+        not the owner, a server, an in-memory store) and for a store's own collection."""
+        counter = self._counter
+        if counter is None or self.partition is None:
+            # A store's own collection keeps its checks as they were (its write marker).
+            return None
+        return counter.write_mark(self.partition, collection_key(self._chroma_name))
 
     def write_marker(self) -> int | None:
         """A value that changes whenever anyone commits a write to this embedded store

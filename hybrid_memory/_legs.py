@@ -89,6 +89,14 @@ class VectorLeg:
     def rank(self, vector: Vector, depth: int) -> dict[str, float]:
         if self._scope is not None:
             return self._collection.nearest_among(vector, depth, self._scope.ids)
+        if self._collection.partition is not None and not self._index.lagging:
+            # A namespace's share: its ids are the index's (in step with the collection as
+            # any leg's), and a small one's vectors are read by id and compared. Chroma's
+            # ``get`` by the namespace's ``where`` scans the shared collection (16-20 ms at
+            # 100,000 records), by ten ids it does not (1.2-1.8 ms).
+            few = self._index.within(self._node, self._collection.compare_all)
+            if few is not None:
+                return self._collection.nearest_among(vector, depth, few[1])
         node = self._node
         part, exact = chroma_part(node)
         where = to_chroma(part)

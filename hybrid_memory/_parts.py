@@ -61,6 +61,7 @@ class StoreParts:
         labels: dict[str, Any] | None = None,
         partition: str | None = None,
         namespaces: NamespaceStore | None = None,
+        counted_by: ChromaCollection | None = None,
     ) -> None:
         s = settings
         self.settings = settings
@@ -82,7 +83,7 @@ class StoreParts:
         # holding their memories and the one naming them; a namespace's own memories
         # are its ``partition`` of the former (see hybrid_memory._partition).
         self.namespaces = namespaces or NamespaceStore(name)
-        self.collection = ChromaCollection(
+        self.collection: ChromaCollection = ChromaCollection(
             s,
             name,
             self.embedder.name,
@@ -91,6 +92,7 @@ class StoreParts:
             partition=partition,
             chroma_name=None if partition is None else partition_collection(self.namespaces.root),
             opened=None if partition is None else self.namespaces.shared,
+            counted_by=counted_by,
         )
         if partition is not None:  # the next namespace opened reuses it (one call less)
             self.namespaces.shared = self.collection.chroma
@@ -256,12 +258,17 @@ class StoreParts:
             private=self.private,
             partition=namespace_digest(parent, name),
             namespaces=self.namespaces,
+            counted_by=self.collection,  # its writes counted by the path's owner
         )
         parts.given_client = self.given_client
         try:
             self.namespaces.opened(parts.collection, parent, name, s)
-            # As a store on open: compare ids too (see HybridMemory.__init__).
-            parts.sync.rebuilding_on_damage(lambda: parts.sync.sync(reconcile=True))
+            # Closed in step and untouched since (the path owner counted no write that
+            # can touch its share): nothing to read. Else, as a store on open: compare
+            # ids too (see HybridMemory.__init__).
+            mark = self.namespaces.closed_in_step.pop(parts.collection.partition or "", None)
+            if mark is None or not parts.sync.resume(mark):
+                parts.sync.rebuilding_on_damage(lambda: parts.sync.sync(reconcile=True))
         except BaseException:
             parts.close()
             raise
@@ -284,6 +291,9 @@ class StoreParts:
             parts.close()
         self.sync.stop()
         self.pool.shutdown(wait=True)
+        key, mark = self.collection.partition, self.sync.in_step_mark
+        if key is not None and mark is not None and not self.index.lagging:
+            self.namespaces.closed_in_step[key] = mark  # see _open_namespace
         self.index.close()
         if self.private:
             self.collection.drop()
