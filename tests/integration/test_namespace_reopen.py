@@ -126,3 +126,19 @@ def test_a_closed_namespace_written_by_another_store_of_this_process_is_caught_u
         with pytest.raises(MemoryNotFoundError):
             team.get("here")
         assert team.count() == 1 and team.stats().in_step
+
+
+def test_a_namespace_with_a_new_index_file_reads_its_share_once(
+    tmp_path: Path, scans: list[tuple[str, str]]
+) -> None:
+    path = tmp_path / "m"
+    with open_store(path=path) as memory:
+        ids = memory.namespace("team").add_many([f"note {i} about otters" for i in range(7)])
+    for file in path.glob("keyword-*.ns.team.*"):
+        file.unlink()  # derived state: filled again from the collection
+    with open_store(path=path) as memory:
+        scans.clear()
+        team = memory.namespace("team")
+        assert len(scans) == 1  # its records, in one page: no page after, no id reread
+        assert {h.id for h in team.search("otters", k=10)} == set(ids)
+        assert team.stats().in_step
