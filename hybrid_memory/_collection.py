@@ -281,6 +281,8 @@ class ChromaCollection:
 
     def vectors_by_id(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those of ``ids`` that exist, by id (a few: one read)."""
+        if not ids:
+            return {}  # Chroma refuses a get by no ids
         got = self.call("get", ids=list(ids), include=["embeddings"])
         return {i: np.asarray(v) for i, v in zip(got["ids"], got["embeddings"], strict=True)}
 

@@ -62,6 +62,7 @@ class StoreParts:
         partition: str | None = None,
         namespaces: NamespaceStore | None = None,
         counted_by: ChromaCollection | None = None,
+        pool: ThreadPoolExecutor | None = None,
     ) -> None:
         s = settings
         self.settings = settings
@@ -109,8 +110,11 @@ class StoreParts:
         self.tags = TagCache(self.index.all_tags, s.tag_cache_ttl)
         self.lock = threading.RLock()
         # Query embeddings of concurrent searches, and the periodic sync check (one at a
-        # time, so it never queues the embeddings of two searches).
-        self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
+        # time, so it never queues the embeddings of two searches). A namespace uses its
+        # store's: a pool of its own started a thread in most searches of a namespace
+        # opened again (~2 ms each on a loaded machine).
+        self._own_pool = pool is None
+        self.pool = pool or ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
         self.sync = IndexSync(
             self.collection,
             self.index,
@@ -259,6 +263,7 @@ class StoreParts:
             partition=namespace_digest(parent, name),
             namespaces=self.namespaces,
             counted_by=self.collection,  # its writes counted by the path's owner
+            pool=self.pool,
         )
         parts.given_client = self.given_client
         try:
@@ -290,7 +295,10 @@ class StoreParts:
         for parts in namespaces:
             parts.close()
         self.sync.stop()
-        self.pool.shutdown(wait=True)
+        if self._own_pool:
+            self.pool.shutdown(wait=True)
+        else:  # the store's pool: only this namespace's check is waited for
+            self.sync.wait_checks()
         key, mark = self.collection.partition, self.sync.in_step_mark
         if key is not None and mark is not None and not self.index.lagging:
             self.namespaces.closed_in_step[key] = mark  # see _open_namespace

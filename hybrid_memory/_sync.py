@@ -186,6 +186,12 @@ class IndexSync:
         self.closed = True
         self.wait_warm()
 
+    def wait_checks(self) -> None:
+        """After :meth:`stop`: return once no background check of this index is queued
+        or running (one queued finds it closed and returns at once)."""
+        with self._checking:
+            pass
+
     def _warm(self) -> None:
         try:
             with self._index.file.filling(lambda: self.closed):
