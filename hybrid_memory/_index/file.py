@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._errors import IndexFileError, InvalidInputError, StoreError
+from hybrid_memory._index.template import write_empty
 from hybrid_memory._index.writes import create_batch_tables
 
 # How long a write waits for another process's write transaction on the shared index
@@ -470,6 +471,10 @@ class IndexFile:
             for suffix in ("-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path + suffix)
+            if self.page_size and not os.path.exists(path):
+                # A new small file (a namespace's): a copy of an empty one (template).
+                with contextlib.suppress(OSError):
+                    write_empty(path, self.tokenizer, self.page_size, create_schema)
         self.conn = sqlite3.connect(
             path or ":memory:", check_same_thread=False, isolation_level=None, timeout=BUSY_WAIT
         )

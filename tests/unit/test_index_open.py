@@ -8,7 +8,9 @@ import math
 import sqlite3
 from pathlib import Path
 
+from hybrid_memory._index.file import create_schema
 from hybrid_memory._index.index import KeywordIndex
+from hybrid_memory._index.template import write_empty
 from hybrid_memory._index.writes import _POWERS, create_batch_tables
 from hybrid_memory._records import IndexRow
 
@@ -56,3 +58,20 @@ def test_the_powers_of_two_are_exact() -> None:
     conn.execute(_POWERS)
     got = dict(conn.execute("SELECT p2_exponent, p2_value FROM temp.pow2"))
     assert got == {e: math.ldexp(1.0, e) for e in range(-1074, 1024)}
+
+
+def test_a_new_small_file_is_a_copy_of_an_empty_one_and_never_replaces_a_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "new.sqlite3"
+    index = KeywordIndex(str(path), TOKENIZER, page_size=1024)
+    index.upsert([IndexRow("a", "wing flow", ("t",), {"n": 1}, "h", 1.5, 2.5)])
+    assert [i for i, _ in index.search("wing", 5, None)] == ["a"]
+    index.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 1024
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    kept = path.read_bytes()
+    write_empty(str(path), TOKENIZER, 1024, create_schema)  # a file is there: kept
+    assert path.read_bytes() == kept
+    assert not [p.name for p in tmp_path.iterdir() if ".new-" in p.name]  # nothing staged left
