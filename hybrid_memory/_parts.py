@@ -106,6 +106,10 @@ class StoreParts:
             # A namespace's index is mostly small: 1 KiB pages make an empty one a third
             # of the size (26 against 84 KiB: ten thousand tenants, 0.25 against 0.8 GB).
             page_size=None if partition is None else NAMESPACE_PAGE_SIZE,
+            # And no copy of its vectors: a small namespace's search reads them all from
+            # Chroma in one call anyway (VectorLeg.share_vectors), and the copy was 11 of
+            # the 37 KiB of a namespace of ten memories (384 dimensions).
+            keep_vectors=partition is None,
         )
         self.tags = TagCache(self.index.all_tags, s.tag_cache_ttl)
         self.lock = threading.RLock()

@@ -7,6 +7,7 @@ the path's owner, another store of this process) is caught up. Real embedded Chr
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -142,3 +143,24 @@ def test_a_namespace_with_a_new_index_file_reads_its_share_once(
         assert len(scans) == 1  # its records, in one page: no page after, no id reread
         assert {h.id for h in team.search("otters", k=10)} == set(ids)
         assert team.stats().in_step
+
+
+def test_a_namespace_index_file_keeps_no_copy_of_the_vectors(tmp_path: Path) -> None:
+    """Disk (10,000 tenants): a namespace's search reads its vectors from Chroma, so its
+    index file keeps none (11 of the 37 KiB of ten memories of 384 dimensions); the
+    store's own index keeps its copy for the feedback step."""
+    path = tmp_path / "m"
+    with open_store(path=path) as memory:
+        memory.add("the store's own note about otters", id="own")
+        team = memory.namespace("team")
+        ids = team.add_many([f"note {i} about otters" for i in range(5)])
+        hits = team.search("note 3 about otters", k=3)
+        assert hits[0].id == ids[3] and "vector" in hits[0].ranks
+    kept = {}
+    for file in path.glob("keyword-*.sqlite3"):
+        conn = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
+        kept[".ns.team." in file.name] = conn.execute(
+            "SELECT count(*) FROM memory_vectors"
+        ).fetchone()[0]
+        conn.close()
+    assert kept == {True: 0, False: 1}
