@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
+from hybrid_memory._chroma_client import SERVER_HINT, is_timeout, make_client
 from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._embeddings import Matrix, Vector, nearest_by_cosine
 from hybrid_memory._errors import (
@@ -46,7 +43,6 @@ _COMPARE_ALL = 256
 _VANISHED_RETRIES = 3
 # What a write of collection metadata only touches, for the ledger: no mark reads it.
 _METADATA_ONLY = "metadata-only"
-_SERVER_HINT = "start one with: chroma run --path DIR --host 127.0.0.1 --port 8000"
 
 
 class ChromaCollection:
@@ -102,7 +98,7 @@ class ChromaCollection:
         if self._ownership is not None:
             self.client = self._ownership.client(settings.request_timeout)
         else:
-            self.client = client if client is not None else _make_client(settings, attempts=5)
+            self.client = client if client is not None else make_client(settings, attempts=5)
         try:
             # ``opened``: the Chroma collection, already opened (and checked) on this
             # client by another namespace of the store: not asked for again.
@@ -153,7 +149,7 @@ class ChromaCollection:
         except (InvalidInputError, StoreError):
             raise
         except Exception as exc:
-            if self._settings.url and _is_timeout(exc):
+            if self._settings.url and is_timeout(exc):
                 raise StoreError(
                     f"Chroma {operation} failed: the Chroma server at {self._settings.url} did "
                     f"not answer within {self._settings.request_timeout:g} s (request_timeout, "
@@ -531,12 +527,12 @@ class ChromaCollection:
                     raise StoreError(
                         f"{exc}. Tried for {_OPEN_PATIENCE:.0f} s; is another program holding "
                         f"the store ({s.url or s.path or 'in memory'}) or is the Chroma server "
-                        f"down? ({_SERVER_HINT})"
+                        f"down? ({SERVER_HINT})"
                     ) from exc.__cause__
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
             if self._own_client:
-                self.client = _make_client(self._settings, attempts=3)
+                self.client = make_client(self._settings, attempts=3)
 
     def _open(self) -> Any:
         failed = f"could not open Chroma collection {self._chroma_name!r}"
@@ -579,98 +575,3 @@ def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
     """A one-query Chroma result as ``{id: cosine similarity}`` in rank order (the
     collection's distance is cosine: 1 − similarity)."""
     return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
-
-
-def _make_client(settings: HybridMemorySettings, *, attempts: int) -> Any:
-    """A Chroma client for the settings, its setup retried ``attempts`` times (see
-    :meth:`ChromaCollection._open_with_retries`); StoreError with a hint when it fails."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return _new_client(settings)
-        except (InvalidInputError, StoreError):
-            raise
-        except Exception as exc:
-            if attempt < attempts:
-                time.sleep(0.05 * attempt * (0.5 + random.random()))
-                continue
-            where = f"path {settings.path!r}" if settings.path else "an in-memory store"
-            raise StoreError(f"could not set up Chroma for {where}: {exc}") from exc
-    raise AssertionError("unreachable")
-
-
-def _new_client(settings: HybridMemorySettings) -> Any:
-    import chromadb
-
-    # Chroma's default settings: Chroma keeps one system per path and refuses a second
-    # client with different settings, so anything custom here would break users who
-    # also open the same path with a plain chromadb.PersistentClient.
-    if settings.url:
-        parsed = urlparse(settings.url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise InvalidInputError(
-                "HYBRID_MEMORY_URL (url)",
-                f"expected http(s)://host[:port], got {settings.url!r}",
-            )
-        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
-        _check_answers(settings.url, settings.request_timeout)
-        try:
-            client = chromadb.HttpClient(
-                host=parsed.hostname,
-                port=port,
-                ssl=parsed.scheme == "https",
-            )
-            _set_timeout(client, settings.request_timeout)
-            return client
-        except Exception as exc:
-            raise StoreError(
-                f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
-                f"({_SERVER_HINT})"
-            ) from exc
-    return chromadb.EphemeralClient()
-
-
-def _check_answers(url: str, timeout: float) -> None:
-    """Raise StoreError unless the server at ``url`` answers a heartbeat within
-    ``timeout`` seconds: Chroma's client asks the server while it is made, with no
-    deadline of its own, so a server that accepts connections and never answers would
-    hang the opening of a store."""
-    heartbeat = url.rstrip("/") + "/api/v2/heartbeat"
-    try:
-        with urllib.request.urlopen(heartbeat, timeout=timeout) as answer:
-            answer.read(1024)
-    except urllib.error.HTTPError:
-        return  # it answered (an older server, a proxy's page): Chroma's client will tell
-    except TimeoutError as exc:
-        raise StoreError(
-            f"the Chroma server at {url} accepted the connection but did not answer within "
-            f"{timeout:g} s (request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT); is it stopped "
-            f"or overloaded? ({_SERVER_HINT})"
-        ) from exc
-    except (OSError, urllib.error.URLError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, (TimeoutError, socket.timeout)):
-            raise StoreError(
-                f"the Chroma server at {url} did not answer within {timeout:g} s "
-                f"(request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT) ({_SERVER_HINT})"
-            ) from exc
-        raise StoreError(
-            f"could not reach the Chroma server at {url}: {reason}. Is it running? ({_SERVER_HINT})"
-        ) from exc
-
-
-def _set_timeout(client: Any, timeout: float) -> None:
-    """Give every request of a Chroma HTTP client a deadline: chromadb makes its httpx
-    session with ``timeout=None`` and has no setting for it."""
-    session = getattr(getattr(client, "_server", None), "_session", None)
-    if session is not None:
-        session.timeout = timeout
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    """Whether a Chroma HTTP call failed for want of an answer in time (httpx's
-    ReadTimeout, WriteTimeout, ConnectTimeout, PoolTimeout; or a plain TimeoutError)."""
-    while exc is not None:
-        if isinstance(exc, TimeoutError) or type(exc).__name__.endswith("Timeout"):
-            return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return False

@@ -379,7 +379,14 @@ class IndexSync:
         """Take the index as in step, without reading the collection, if it was at
         ``mark`` (:attr:`in_step_mark`, when the namespace closed) and no write that can
         touch the collection began since (the mark reads the same), and the index file is
-        still this collection's; False (nothing done) otherwise: the caller syncs."""
+        still this collection's; False (nothing done) otherwise, or when the file cannot
+        be read: the caller syncs (which repairs a damaged file)."""
+        try:
+            return self._resume(mark)
+        except sqlite3.DatabaseError:
+            return False
+
+    def _resume(self, mark: int) -> bool:
         with self._lock:
             index, collection = self._index, self._collection
             if (
