@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
+from hybrid_memory._chroma_client import SERVER_HINT, is_timeout, make_client
 from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._embeddings import Matrix, Vector, nearest_by_cosine
 from hybrid_memory._errors import (
@@ -25,11 +22,12 @@ from hybrid_memory._errors import (
 )
 from hybrid_memory._index.file import why_no_room
 from hybrid_memory._owner_server import WRITE_OPERATIONS
-from hybrid_memory._ownership import acquire
+from hybrid_memory._ownership import PathOwnership, acquire
 from hybrid_memory._partition import scoped_answer, scoped_call, scoped_where
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._room import check_room
 from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._write_ledger import collection_key
 from hybrid_memory._write_marker import WriteMarker
 
 # Collection-level metadata recording how the collection was built.
@@ -43,7 +41,8 @@ _OPEN_PATIENCE = 10.0  # seconds to keep retrying the opening of a store
 _COMPARE_ALL = 256
 # How many times a restricted search is asked again after ids vanished under it.
 _VANISHED_RETRIES = 3
-_SERVER_HINT = "start one with: chroma run --path DIR --host 127.0.0.1 --port 8000"
+# What a write of collection metadata only touches, for the ledger: no mark reads it.
+_METADATA_ONLY = "metadata-only"
 
 
 class ChromaCollection:
@@ -69,6 +68,7 @@ class ChromaCollection:
         partition: str | None = None,
         chroma_name: str | None = None,
         opened: Any = None,
+        counted_by: ChromaCollection | None = None,
     ) -> None:
         self.name = name
         self.partition = partition
@@ -85,12 +85,20 @@ class ChromaCollection:
             acquire(path, settings.request_timeout, settings.write_reserve) if path else None
         )
         self._own_writes = 0  # writes this object made on the path (see others_writes)
+        # Who counts this object's writes on an embedded path: its ownership of the path,
+        # or (a namespace, on its store's client) the ownership of ``counted_by``'s.
+        self._counter: PathOwnership | None = self._ownership or (
+            counted_by._counter if counted_by is not None else None
+        )
+        self._own_marked = 0  # those of its writes the counter's marks count (own_writes)
+        # What this object's writes can touch, for the path owner's ledger of writes.
+        self._touching = partition if partition is not None else collection_key(self._chroma_name)
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
             self.client = self._ownership.client(settings.request_timeout)
         else:
-            self.client = client if client is not None else _make_client(settings, attempts=5)
+            self.client = client if client is not None else make_client(settings, attempts=5)
         try:
             # ``opened``: the Chroma collection, already opened (and checked) on this
             # client by another namespace of the store: not asked for again.
@@ -116,9 +124,22 @@ class ChromaCollection:
         """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
         if operation in WRITE_OPERATIONS and self._ownership is not None and self._settings.path:
             check_room(self._settings.path, self._settings.write_reserve)
-        if operation in WRITE_OPERATIONS and self._ownership is not None:
-            self._own_writes += 1  # before the path's count: never seen as another's
-            self._ownership.note_write()
+        ownership = self._counter if operation in WRITE_OPERATIONS else None
+        if ownership is None:
+            return self._call(operation, kwargs)
+        self._own_writes += 1  # before the path's count: never seen as another's
+        # A ``modify`` changes the collection's metadata, never a record: no index is
+        # behind for it (the first write of a namespace records the vectors' dimension).
+        touching = self._touching if operation != "modify" else _METADATA_ONLY
+        if touching is not _METADATA_ONLY:
+            self._own_marked += 1
+        ownership.note_write(touching)
+        try:
+            return self._call(operation, kwargs)
+        finally:
+            ownership.wrote(touching)
+
+    def _call(self, operation: str, kwargs: dict[str, Any]) -> Any:
         key = self.partition
         try:
             if key is None:
@@ -128,7 +149,7 @@ class ChromaCollection:
         except (InvalidInputError, StoreError):
             raise
         except Exception as exc:
-            if self._settings.url and _is_timeout(exc):
+            if self._settings.url and is_timeout(exc):
                 raise StoreError(
                     f"Chroma {operation} failed: the Chroma server at {self._settings.url} did "
                     f"not answer within {self._settings.request_timeout:g} s (request_timeout, "
@@ -164,6 +185,8 @@ class ChromaCollection:
             if not got["ids"]:
                 return
             yield rows_from_chroma(got)
+            if len(got["ids"]) < PAGE:
+                return  # the last page: asking for the next is one more scan (13-20 ms)
             offset += len(got["ids"])
 
     def rows_by_id(self, ids: Sequence[str]) -> Iterator[list[IndexRow]]:
@@ -238,26 +261,34 @@ class ChromaCollection:
             got = self.call(
                 "get", where=where, limit=PAGE, offset=len(found), include=["metadatas"]
             )
-            if not got["ids"]:
-                return found
             for memory_id, meta in zip(got["ids"], got["metadatas"], strict=True):
                 found[memory_id] = float((meta or {}).get(key) or 0.0)
+            if len(got["ids"]) < PAGE:
+                return found  # the last page
 
     def ids_matching(self, where: Mapping[str, Any] | None) -> list[str]:
         """The ids of every record passing ``where`` (Chroma syntax), read a page at a time."""
         found: list[str] = []
         while True:
             got = self.call("get", where=where, limit=PAGE, offset=len(found), include=[])
-            if not got["ids"]:
-                return found
             found.extend(got["ids"])
+            if len(got["ids"]) < PAGE:
+                return found  # the last page
 
     def vectors_by_id(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those of ``ids`` that exist, by id (a few: one read)."""
+        if not ids:
+            return {}  # Chroma refuses a get by no ids
         got = self.call("get", ids=list(ids), include=["embeddings"])
         return {i: np.asarray(v) for i, v in zip(got["ids"], got["embeddings"], strict=True)}
 
     # --- nearest neighbours ---------------------------------------------------------------
+
+    @property
+    def compare_all(self) -> int:
+        """Among at most this many records, the nearest are found by reading their vectors
+        and comparing them all."""
+        return _COMPARE_ALL
 
     def nearest(self, vector: Vector, n: int, where: dict[str, Any] | None) -> dict[str, float]:
         """The ``n`` nearest records passing ``where``: ``{id: cosine similarity}``, nearest
@@ -435,6 +466,23 @@ class ChromaCollection:
                 self._collection.delete(ids=ids)
             self.client.delete_collection(self._chroma_name)
 
+    @property
+    def own_writes(self) -> int:
+        """How many writes of records this object made on its embedded path (0
+        elsewhere): those :meth:`write_mark` counts."""
+        return self._own_marked
+
+    def write_mark(self) -> int | None:
+        """How many writes that can touch this namespace's share the owner of the
+        embedded path saw begin, by anyone (:mod:`hybrid_memory._write_ledger`): while it
+        reads the same, nobody wrote to it. None when it cannot tell (a write in flight,
+        not the owner, a server, an in-memory store) and for a store's own collection."""
+        counter = self._counter
+        if counter is None or self.partition is None:
+            # A store's own collection keeps its checks as they were (its write marker).
+            return None
+        return counter.write_mark(self.partition, collection_key(self._chroma_name))
+
     def write_marker(self) -> int | None:
         """A value that changes whenever anyone commits a write to this embedded store
         (:class:`~hybrid_memory._write_marker.WriteMarker`); None when it cannot tell
@@ -479,12 +527,12 @@ class ChromaCollection:
                     raise StoreError(
                         f"{exc}. Tried for {_OPEN_PATIENCE:.0f} s; is another program holding "
                         f"the store ({s.url or s.path or 'in memory'}) or is the Chroma server "
-                        f"down? ({_SERVER_HINT})"
+                        f"down? ({SERVER_HINT})"
                     ) from exc.__cause__
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
             if self._own_client:
-                self.client = _make_client(self._settings, attempts=3)
+                self.client = make_client(self._settings, attempts=3)
 
     def _open(self) -> Any:
         failed = f"could not open Chroma collection {self._chroma_name!r}"
@@ -527,98 +575,3 @@ def _similarities(got: Mapping[str, Any]) -> dict[str, float]:
     """A one-query Chroma result as ``{id: cosine similarity}`` in rank order (the
     collection's distance is cosine: 1 − similarity)."""
     return {i: 1.0 - float(d) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)}
-
-
-def _make_client(settings: HybridMemorySettings, *, attempts: int) -> Any:
-    """A Chroma client for the settings, its setup retried ``attempts`` times (see
-    :meth:`ChromaCollection._open_with_retries`); StoreError with a hint when it fails."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return _new_client(settings)
-        except (InvalidInputError, StoreError):
-            raise
-        except Exception as exc:
-            if attempt < attempts:
-                time.sleep(0.05 * attempt * (0.5 + random.random()))
-                continue
-            where = f"path {settings.path!r}" if settings.path else "an in-memory store"
-            raise StoreError(f"could not set up Chroma for {where}: {exc}") from exc
-    raise AssertionError("unreachable")
-
-
-def _new_client(settings: HybridMemorySettings) -> Any:
-    import chromadb
-
-    # Chroma's default settings: Chroma keeps one system per path and refuses a second
-    # client with different settings, so anything custom here would break users who
-    # also open the same path with a plain chromadb.PersistentClient.
-    if settings.url:
-        parsed = urlparse(settings.url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise InvalidInputError(
-                "HYBRID_MEMORY_URL (url)",
-                f"expected http(s)://host[:port], got {settings.url!r}",
-            )
-        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
-        _check_answers(settings.url, settings.request_timeout)
-        try:
-            client = chromadb.HttpClient(
-                host=parsed.hostname,
-                port=port,
-                ssl=parsed.scheme == "https",
-            )
-            _set_timeout(client, settings.request_timeout)
-            return client
-        except Exception as exc:
-            raise StoreError(
-                f"could not reach the Chroma server at {settings.url}: {exc}. Is it running? "
-                f"({_SERVER_HINT})"
-            ) from exc
-    return chromadb.EphemeralClient()
-
-
-def _check_answers(url: str, timeout: float) -> None:
-    """Raise StoreError unless the server at ``url`` answers a heartbeat within
-    ``timeout`` seconds: Chroma's client asks the server while it is made, with no
-    deadline of its own, so a server that accepts connections and never answers would
-    hang the opening of a store."""
-    heartbeat = url.rstrip("/") + "/api/v2/heartbeat"
-    try:
-        with urllib.request.urlopen(heartbeat, timeout=timeout) as answer:
-            answer.read(1024)
-    except urllib.error.HTTPError:
-        return  # it answered (an older server, a proxy's page): Chroma's client will tell
-    except TimeoutError as exc:
-        raise StoreError(
-            f"the Chroma server at {url} accepted the connection but did not answer within "
-            f"{timeout:g} s (request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT); is it stopped "
-            f"or overloaded? ({_SERVER_HINT})"
-        ) from exc
-    except (OSError, urllib.error.URLError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, (TimeoutError, socket.timeout)):
-            raise StoreError(
-                f"the Chroma server at {url} did not answer within {timeout:g} s "
-                f"(request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT) ({_SERVER_HINT})"
-            ) from exc
-        raise StoreError(
-            f"could not reach the Chroma server at {url}: {reason}. Is it running? ({_SERVER_HINT})"
-        ) from exc
-
-
-def _set_timeout(client: Any, timeout: float) -> None:
-    """Give every request of a Chroma HTTP client a deadline: chromadb makes its httpx
-    session with ``timeout=None`` and has no setting for it."""
-    session = getattr(getattr(client, "_server", None), "_session", None)
-    if session is not None:
-        session.timeout = timeout
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    """Whether a Chroma HTTP call failed for want of an answer in time (httpx's
-    ReadTimeout, WriteTimeout, ConnectTimeout, PoolTimeout; or a plain TimeoutError)."""
-    while exc is not None:
-        if isinstance(exc, TimeoutError) or type(exc).__name__.endswith("Timeout"):
-            return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return False

@@ -58,6 +58,9 @@ class NamespaceStore:
         # The shared collection as the first namespace opened it, checked (its embedding):
         # every namespace opened after it calls it without opening it again.
         self.shared: Any = None
+        # Namespaces closed while their keyword index was in step with their share, by
+        # key: the path owner's write mark then (IndexSync.in_step_mark, IndexSync.resume).
+        self.closed_in_step: dict[str, int] = {}
 
     def opened(
         self,

@@ -88,9 +88,16 @@ def _is_write(request: Any) -> bool:
 class _Server:
     """The owner's loopback listener: one thread accepting, one thread per connection."""
 
-    def __init__(self, path: str, dispatch: _Dispatcher, note_write: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        path: str,
+        dispatch: _Dispatcher,
+        note_write: Callable[[], None],
+        wrote: Callable[[], None] = lambda: None,
+    ) -> None:
         self._dispatch = dispatch
         self._note_write = note_write  # told before each write request is run
+        self._wrote = wrote  # and once it was run (applied or failed)
         self._key = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=self._key)
         self._address: tuple[str, int] = self._listener.address
@@ -138,11 +145,14 @@ class _Server:
                         connection.send(("closing", None))
                         return
                     self._busy += 1
-                    if _is_write(request):
+                    writes = _is_write(request)
+                    if writes:
                         self._note_write()
                 try:
                     reply = self._answer(request)
                 finally:
+                    if writes:
+                        self._wrote()
                     with self._quiet:
                         self._busy -= 1
                         self._quiet.notify_all()

@@ -74,6 +74,7 @@ from hybrid_memory._owner_server import (
 )
 from hybrid_memory._path_lock import PathLock
 from hybrid_memory._room import check_room
+from hybrid_memory._write_ledger import ANY, WriteLedger
 
 LOCK_FILE = "hybrid-memory-owner.lock"
 # How long a process keeps trying to find or become the owner of a path (the owner may
@@ -157,6 +158,7 @@ class PathOwnership:
         self.users = 0
         self._writes_lock = threading.Lock()
         self._writes_begun = 0  # see note_write
+        self.ledger = WriteLedger()  # the same writes, by what they can touch
         self._lock = PathLock(Path(path) / LOCK_FILE)
         self.request_timeout = DEFAULT_REQUEST_TIMEOUT  # the handshake's deadline
         self.write_reserve = 0  # bytes kept free when writing (see _room)
@@ -221,11 +223,23 @@ class PathOwnership:
             self._lock.close()
             self._started = False
 
-    def note_write(self) -> None:
+    def note_write(self, touching: str | None = ANY) -> None:
         """A write is about to be made on the path: by a store of this process, or for
-        another process by this owner."""
+        another process by this owner. ``touching``: what it can touch, for the
+        :class:`~hybrid_memory._write_ledger.WriteLedger` (None: anything); the caller
+        calls :meth:`wrote` with the same once it is done."""
         with self._writes_lock:
             self._writes_begun += 1
+        self.ledger.begin(touching)
+
+    def wrote(self, touching: str | None = ANY) -> None:
+        """The write :meth:`note_write` was told of is done."""
+        self.ledger.end(touching)
+
+    def write_mark(self, *keys: str) -> int | None:
+        """:meth:`WriteLedger.mark` of ``keys``; None when this process does not own
+        the path (the writes of other processes then go elsewhere, uncounted)."""
+        return None if self._chroma is None else self.ledger.mark(*keys)
 
     def writes_begun(self) -> int | None:
         """How many writes :meth:`note_write` counted so far; None when this process does
@@ -330,7 +344,7 @@ class PathOwnership:
             self._dispatch = _Dispatcher(
                 self._chroma, lambda: check_room(self.path, self.write_reserve)
             )
-            self._server = _Server(self.path, self._dispatch, self.note_write)
+            self._server = _Server(self.path, self._dispatch, self.note_write, self.wrote)
         except BaseException:
             if self._chroma is not None:
                 with contextlib.suppress(Exception):

@@ -61,6 +61,8 @@ class StoreParts:
         labels: dict[str, Any] | None = None,
         partition: str | None = None,
         namespaces: NamespaceStore | None = None,
+        counted_by: ChromaCollection | None = None,
+        pool: ThreadPoolExecutor | None = None,
     ) -> None:
         s = settings
         self.settings = settings
@@ -82,7 +84,7 @@ class StoreParts:
         # holding their memories and the one naming them; a namespace's own memories
         # are its ``partition`` of the former (see hybrid_memory._partition).
         self.namespaces = namespaces or NamespaceStore(name)
-        self.collection = ChromaCollection(
+        self.collection: ChromaCollection = ChromaCollection(
             s,
             name,
             self.embedder.name,
@@ -91,6 +93,7 @@ class StoreParts:
             partition=partition,
             chroma_name=None if partition is None else partition_collection(self.namespaces.root),
             opened=None if partition is None else self.namespaces.shared,
+            counted_by=counted_by,
         )
         if partition is not None:  # the next namespace opened reuses it (one call less)
             self.namespaces.shared = self.collection.chroma
@@ -103,12 +106,19 @@ class StoreParts:
             # A namespace's index is mostly small: 1 KiB pages make an empty one a third
             # of the size (26 against 84 KiB: ten thousand tenants, 0.25 against 0.8 GB).
             page_size=None if partition is None else NAMESPACE_PAGE_SIZE,
+            # And no copy of its vectors: a small namespace's search reads them all from
+            # Chroma in one call anyway (VectorLeg.share_vectors), and the copy was 11 of
+            # the 37 KiB of a namespace of ten memories (384 dimensions).
+            keep_vectors=partition is None,
         )
         self.tags = TagCache(self.index.all_tags, s.tag_cache_ttl)
         self.lock = threading.RLock()
         # Query embeddings of concurrent searches, and the periodic sync check (one at a
-        # time, so it never queues the embeddings of two searches).
-        self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
+        # time, so it never queues the embeddings of two searches). A namespace uses its
+        # store's: a pool of its own started a thread in most searches of a namespace
+        # opened again (~2 ms each on a loaded machine).
+        self._own_pool = pool is None
+        self.pool = pool or ThreadPoolExecutor(max_workers=3, thread_name_prefix="hybrid-memory")
         self.sync = IndexSync(
             self.collection,
             self.index,
@@ -256,12 +266,18 @@ class StoreParts:
             private=self.private,
             partition=namespace_digest(parent, name),
             namespaces=self.namespaces,
+            counted_by=self.collection,  # its writes counted by the path's owner
+            pool=self.pool,
         )
         parts.given_client = self.given_client
         try:
             self.namespaces.opened(parts.collection, parent, name, s)
-            # As a store on open: compare ids too (see HybridMemory.__init__).
-            parts.sync.rebuilding_on_damage(lambda: parts.sync.sync(reconcile=True))
+            # Closed in step and untouched since (the path owner counted no write that
+            # can touch its share): nothing to read. Else, as a store on open: compare
+            # ids too (see HybridMemory.__init__).
+            mark = self.namespaces.closed_in_step.pop(parts.collection.partition or "", None)
+            if mark is None or not parts.sync.resume(mark):
+                parts.sync.rebuilding_on_damage(lambda: parts.sync.sync(reconcile=True))
         except BaseException:
             parts.close()
             raise
@@ -283,7 +299,13 @@ class StoreParts:
         for parts in namespaces:
             parts.close()
         self.sync.stop()
-        self.pool.shutdown(wait=True)
+        if self._own_pool:
+            self.pool.shutdown(wait=True)
+        else:  # the store's pool: only this namespace's check is waited for
+            self.sync.wait_checks()
+        key, mark = self.collection.partition, self.sync.in_step_mark
+        if key is not None and mark is not None and not self.index.lagging:
+            self.namespaces.closed_in_step[key] = mark  # see _open_namespace
         self.index.close()
         if self.private:
             self.collection.drop()

@@ -122,11 +122,15 @@ class Searcher:
         # moves the query vector towards itself. (Its top fused with the tag leg's, as
         # before, scored no better and cost the tag leg a ranking of its own: LoCoMo
         # nDCG@10 0.555 -> 0.559, Cranfield unchanged, having no tags.)
+        # A small namespace's vectors, all read at once by id (None otherwise).
+        share = None
+        if scope is None:
+            share = VectorLeg.share_vectors(self._collection, index, node)
         feedback: dict[str, np.ndarray] = {}
         if s.feedback_docs and s.feedback_weight and weights[VECTOR]:
             top = keyword_ids[: s.feedback_docs]
             if top:
-                feedback = self.vectors(top)
+                feedback = self.vectors(top, share)
         fallback_reason = None
         if embedding is not None:
             try:
@@ -151,7 +155,7 @@ class Searcher:
             if vector is None
             else with_checked(
                 self._with_recent(
-                    VectorLeg(self._collection, index, node, scope).rank(vector, depth),
+                    VectorLeg(self._collection, index, node, scope, share).rank(vector, depth),
                     vector,
                     depth,
                     node,
@@ -264,9 +268,14 @@ class Searcher:
                 return kept
             limit *= 4
 
-    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        """The vectors of those of ``ids`` that exist, by id: the index's copy where it
-        has one (a row read from its file), else the collection's (a Chroma call)."""
+    def vectors(
+        self, ids: list[str], known: Mapping[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The vectors of those of ``ids`` that exist, by id: from ``known`` (read for the
+        search already), the index's copy where it has one (a row read from its file),
+        else the collection's (a Chroma call)."""
+        if known is not None and all(i in known for i in ids):
+            return {i: known[i] for i in ids}
         kept = self._index.vectors(ids)
         missing = [i for i in ids if i not in kept]
         if missing:

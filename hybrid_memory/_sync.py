@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._collection import PAGE, ChromaCollection
 from hybrid_memory._errors import StoreError
 from hybrid_memory._index.file import index_failure, is_damage, is_full
 from hybrid_memory._index.index import KeywordIndex
@@ -98,6 +98,11 @@ class IndexSync:
         # The collection's write marker when a check last found the index in step: while
         # it reads the same, nobody wrote since, and a check has nothing to find.
         self._in_step_at: int | None = None
+        # The same, as the path owner's count of the writes that can touch the collection
+        # (:meth:`ChromaCollection.write_mark`): unlike the marker, writes elsewhere on the
+        # path (other namespaces) leave it alone; kept when a namespace closes, so that
+        # opening it again needs no read of the collection while it is unchanged.
+        self.in_step_mark: int | None = None
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
@@ -181,6 +186,12 @@ class IndexSync:
         self.closed = True
         self.wait_warm()
 
+    def wait_checks(self) -> None:
+        """After :meth:`stop`: return once no background check of this index is queued
+        or running (one queued finds it closed and returns at once)."""
+        with self._checking:
+            pass
+
     def _warm(self) -> None:
         try:
             with self._index.file.filling(lambda: self.closed):
@@ -204,6 +215,7 @@ class IndexSync:
         with self._lock:
             index.clear()
             self.settled = None
+            self.in_step_mark = None
         pages = collection.rows(None)
         while not self.closed:
             # Each page is read outside the index's write transaction (unlike other
@@ -237,28 +249,39 @@ class IndexSync:
             started = now_timestamp()  # before the reads (see the class's docstring)
             index, collection = self._index, self._collection
             marker = collection.write_marker()  # before the reads: a write after it shows
-            changed = False
+            mark = collection.write_mark()  # the same, counted (see in_step_mark)
+            changed = emptied = False
             if index.get_state("collection_id") != collection.id:
                 index.clear()
                 index.set_state("collection_id", collection.id)
-                changed = full = True
+                changed = full = emptied = True
                 self.settled = None
             since = None if full else self._since()
             where = None if since is None else self._unseen(since)
             if since is not None and where is None:
                 where = {UPDATED_KEY: {"$gt": since}}  # compared row by row as copied
-            copied = _copy_all(index, collection.rows(where), changed_only=not full)
+            pages = _Counted(collection.rows(where))
+            copied = _copy_all(index, pages, changed_only=not full)
             changed = copied > 0 or changed
             self._settle(started, persist=True)
             lagging = set(index.lagging)
-            if full or reconcile or lagging or index.count() != collection.count():
+            in_step = False
+            if emptied and pages.whole and not lagging:
+                # The emptied index took the collection's every record in one read: it
+                # holds exactly what that read saw, as a reconcile would make it (whose
+                # read of every id is another scan: most of creating a namespace).
+                in_step = True
+            elif full or reconcile or lagging or index.count() != collection.count():
                 changed = self._reconcile() or changed
                 if lagging:  # their rows were rewritten (or removed) by the reconcile
                     _copy_all(index, collection.rows_by_id(sorted(lagging)))
                     index.lagging -= lagging
+                in_step = not index.lagging  # ids compared: what the reads saw, exactly
             elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
                 self.check_seconds = time.perf_counter() - clock
                 self._in_step_at = marker
+                in_step = True
+            self.in_step_mark = mark if in_step else None
             self.last_check = time.monotonic()
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
@@ -344,10 +367,38 @@ class IndexSync:
 
     def _nothing_written(self) -> bool:
         """Whether nobody (this process included) wrote to the collection since a check
-        last found the index in step with it, as its write marker tells (which only an
-        embedded store has)."""
+        last found the index in step with it, as the path owner's count of writes or the
+        write marker tells (which only an embedded store has)."""
+        mark = self.in_step_mark
+        if mark is not None and self._collection.write_mark() == mark:
+            return True
         marker = self._in_step_at
         return marker is not None and self._collection.write_marker() == marker
+
+    def resume(self, mark: int) -> bool:
+        """Take the index as in step, without reading the collection, if it was at
+        ``mark`` (:attr:`in_step_mark`, when the namespace closed) and no write that can
+        touch the collection began since (the mark reads the same), and the index file is
+        still this collection's; False (nothing done) otherwise, or when the file cannot
+        be read: the caller syncs (which repairs a damaged file)."""
+        try:
+            return self._resume(mark)
+        except sqlite3.DatabaseError:
+            return False
+
+    def _resume(self, mark: int) -> bool:
+        with self._lock:
+            index, collection = self._index, self._collection
+            if (
+                collection.write_mark() != mark
+                or index.lagging
+                or index.get_state("collection_id") != collection.id
+            ):
+                return False
+            self.in_step_mark = mark
+            self.last_check = time.monotonic()
+            self._settle(now_timestamp())
+            return True
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -364,10 +415,21 @@ class IndexSync:
         in_step = self._in_step_at
         others = None if in_step is None else self._collection.others_writes()
         unchanged = others is not None and self._collection.write_marker() == in_step
+        mark = self.in_step_mark
+        counted = mark is not None and self._collection.write_mark() == mark
+        own = self._collection.own_writes
         began = now_timestamp()
         self._writes += 1
         try:
             yield
+            # In step after it too if every write begun meanwhile that can touch the
+            # collection was this one's (a namespace's: on its share).
+            after = self._collection.write_mark() if counted else None
+            if mark is not None and self.in_step_mark == mark:
+                if after is not None and after - mark == self._collection.own_writes - own:
+                    self.in_step_mark = after
+                else:
+                    self.in_step_mark = None
             if unchanged:
                 marker = self._collection.write_marker()
                 # Counted after the marker is read: another's write counted later than
@@ -481,6 +543,7 @@ class IndexSync:
         first = not self._index.lagging
         self._index.lagging.update(ids)
         self._in_step_at = None
+        self.in_step_mark = None
         if first:  # once per spell, not per write
             log.warning(
                 "stored in the collection, but the keyword index lags until it has room: %s",
@@ -495,6 +558,29 @@ class IndexSync:
             work()
         except sqlite3.DatabaseError as exc:
             self.recover(exc)
+
+
+class _Counted:
+    """Pages of the collection's records, counted as they are read: :attr:`whole` when
+    they came in one page that was not full (one read saw them all, at one moment)."""
+
+    def __init__(self, pages: Iterator[list[IndexRow]]) -> None:
+        self._pages = pages
+        self.read = 0
+        self.last = 0
+
+    def __iter__(self) -> Iterator[list[IndexRow]]:
+        return self
+
+    def __next__(self) -> list[IndexRow]:
+        page = next(self._pages)
+        self.read += 1
+        self.last = len(page)
+        return page
+
+    @property
+    def whole(self) -> bool:
+        return self.read <= 1 and self.last < PAGE
 
 
 def _copy_all(

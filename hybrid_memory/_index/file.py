@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._errors import IndexFileError, InvalidInputError, StoreError
+from hybrid_memory._index.template import write_empty
 from hybrid_memory._index.writes import create_batch_tables
 
 # How long a write waits for another process's write transaction on the shared index
@@ -164,7 +165,14 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
     changed (the store then refills the empty index from the collection)."""
     conn.execute("CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT)")
     stored = dict(conn.execute("SELECT key, value FROM index_state").fetchall())
-    if stored.get("schema") != SCHEMA_VERSION or stored.get("tokenizer") != tokenizer:
+    current = stored.get("schema") == SCHEMA_VERSION and stored.get("tokenizer") == tokenizer
+    if current and _holds_schema(conn):
+        # A file of this version, every table and index there: only this connection's
+        # scratch tables are made (the statements below, and the state written again,
+        # were most of opening a namespace's index file for a search).
+        _create_scratch(conn, tokenizer.replace("'", "''"))
+        return
+    if not current:
         for table in _TABLES:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute("DELETE FROM index_state")
@@ -208,6 +216,39 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS memories_vocab USING fts5vocab(memories_fts, 'row')"
     )
+    _create_scratch(conn, tokenize)
+    conn.executemany(
+        "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
+        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer)],
+    )
+
+
+# Every table and index :func:`create_schema` makes in the file (not the scratch ones).
+_SCHEMA_OBJECTS = (
+    *_TABLES,
+    "index_state",
+    "memories_hash",
+    "memories_updated",
+    "memories_created",
+    "memory_tags_row",
+    "memory_tags_recent",
+    "memory_meta_value",
+    "memory_meta_row",
+)
+
+
+def _holds_schema(conn: sqlite3.Connection) -> bool:
+    """Whether every table and index of the schema is in the file (one read of its
+    catalogue): a file missing one (a table dropped by hand, say) is given it again."""
+    marks = ", ".join("?" * len(_SCHEMA_OBJECTS))
+    found = conn.execute(
+        f"SELECT count(DISTINCT name) FROM sqlite_master WHERE name IN ({marks})", _SCHEMA_OBJECTS
+    ).fetchone()[0]
+    return int(found) == len(_SCHEMA_OBJECTS)
+
+
+def _create_scratch(conn: sqlite3.Connection, tokenize: str) -> None:
+    """This connection's scratch tables (``tokenize``: the tokenizer, quoted for SQL)."""
     # Scratch tables with the index's tokenizer: query words tokenised as the
     # index tokenises text (temp.query_terms), every token of every indexed
     # memory in (term, row, offset) order, what the in-memory postings are built
@@ -233,10 +274,6 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
         "USING fts5vocab('temp', 'new_texts', 'instance')"
     )
     create_batch_tables(conn)
-    conn.executemany(
-        "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
-        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer)],
-    )
 
 
 class IndexFile:
@@ -434,6 +471,10 @@ class IndexFile:
             for suffix in ("-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path + suffix)
+            if self.page_size and not os.path.exists(path):
+                # A new small file (a namespace's): a copy of an empty one (template).
+                with contextlib.suppress(OSError):
+                    write_empty(path, self.tokenizer, self.page_size, create_schema)
         self.conn = sqlite3.connect(
             path or ":memory:", check_same_thread=False, isolation_level=None, timeout=BUSY_WAIT
         )

@@ -70,8 +70,17 @@ class KeywordIndex:
     """The derived index of one collection. ``path=None`` keeps it in memory. One
     connection serves all threads, guarded by a lock; each call is one transaction."""
 
-    def __init__(self, path: str | None, tokenizer: str, *, page_size: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        tokenizer: str,
+        *,
+        page_size: int | None = None,
+        keep_vectors: bool = True,
+    ) -> None:
         self.path = path
+        # Whether writes keep a copy of their vectors (:meth:`vectors`).
+        self._keep_vectors = keep_vectors
         self.file = IndexFile(path, tokenizer, page_size=page_size)
         self._lock = self.file.lock
         self._view = _View()
@@ -143,6 +152,8 @@ class KeywordIndex:
         if not rows:
             yield
             return
+        if not self._keep_vectors:
+            vectors = None
         latest, payload, kept_vectors, width = _prepared(rows, vectors)
         with self._transaction() as tx:
             c = tx.conn
