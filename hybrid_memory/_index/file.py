@@ -21,7 +21,7 @@ from typing import BinaryIO
 from hybrid_memory._descriptors import descriptor_exhaustion
 from hybrid_memory._errors import IndexFileError, InvalidInputError, StoreError
 from hybrid_memory._index.template import write_empty
-from hybrid_memory._index.writes import create_batch_tables
+from hybrid_memory._index.writes import create_batch_tables, fill_powers
 
 # How long a write waits for another process's write transaction on the shared index
 # file. An index write stays open while its Chroma write runs (see Writer._write_batch),
@@ -598,6 +598,9 @@ class IndexFile:
                 break
             self.lock.release()  # another thread's write queued one meanwhile
         try:
+            # The scratch powers of two a first write fills are not its changes: counted,
+            # they would queue a checkpoint after a handful of rows.
+            fill_powers(self.conn)
             self._write_started = self.conn.total_changes
             finished, self.pending_checkpoint = self.pending_checkpoint, None
             if finished is not None:
