@@ -137,7 +137,7 @@ END;
 
 def create_batch_tables(conn: sqlite3.Connection) -> None:
     """The temporary view, trigger and tables the batch statement uses (per connection);
-    ``temp.pow2`` is filled by the first batch (:func:`fill_powers`)."""
+    ``temp.pow2`` is filled by the connection's first write (:func:`fill_powers`)."""
     conn.executescript(BATCH_SCHEMA)
 
 
@@ -155,9 +155,10 @@ SELECT e, v FROM up UNION ALL SELECT e, v FROM down
 def fill_powers(conn: sqlite3.Connection) -> None:
     """Fill ``temp.pow2`` (:func:`_from_bits`) on a connection's first write, not when it
     opens: a connection that only reads (a namespace opened again for a search) never
-    needs it, and filling it was most of opening an index file (11 of 16 ms). The file's
-    ``writing`` calls it before it counts a write's changes (its 2,098 rows are no
-    write's, and counted they would bring the next checkpoint forward)."""
+    needs it, and filling it was most of opening an index file (11 of 16 ms). Called once
+    per write, by the file's ``writing`` (every index write goes through it), before it
+    counts the write's changes (its 2,098 rows are no write's, and counted they would
+    bring the next checkpoint forward)."""
     if conn.execute("SELECT 1 FROM temp.pow2 LIMIT 1").fetchone() is None:
         conn.execute(_POWERS)
 
@@ -224,8 +225,6 @@ def write_batch(
     taking the GIL back, which Chroma holds through its write, so that work in a statement
     of its own would wait for the end of Chroma's write. ``started`` is set once the
     statement is under way."""
-    if batch.payload is not None:
-        fill_powers(conn)  # before ``started``: not while Chroma holds the GIL (below)
     if started is not None:
         started.set()
     if batch.payload is not None:
