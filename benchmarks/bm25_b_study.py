@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     folded = [Path(p).name for p in args.datasets]
     folds = []
     families = sorted({f for f, _ in rules.values()})
-    for family in [None, *families]:
+    for family in [None, *families] if len(folded) > 1 else []:
         members = [c for c, (f, _) in rules.items() if family is None or f == family]
         for held in folded:
             others = [n for n in folded if n != held]
