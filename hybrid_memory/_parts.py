@@ -14,6 +14,7 @@ in use by a call (:meth:`StoreParts.lease`) is never closed under it."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections import OrderedDict
@@ -41,6 +42,8 @@ from hybrid_memory._settings import HybridMemorySettings
 from hybrid_memory._sync import CLOCK_SKEW, IndexSync
 from hybrid_memory._tags import TagCache
 from hybrid_memory._writes import Writer
+
+log = logging.getLogger("hybrid_memory")
 
 NAMESPACE_PAGE_SIZE = 1024  # bytes per page of a namespace's keyword index file
 _CLOSING_BEHIND = 8  # namespaces waiting to be closed beyond which a call closes its own
@@ -304,6 +307,11 @@ class StoreParts:
         else:  # the store's pool: only this namespace's check is waited for
             self.sync.wait_checks()
         key, mark = self.collection.partition, self.sync.in_step_mark
+        if key is not None and not self.private:
+            try:
+                self.namespaces.name_unwritten(self.collection)
+            except StoreError as exc:  # only an empty namespace goes unlisted elsewhere
+                log.warning("namespace %s could not be named: %s", self.collection.name, exc)
         if key is not None and mark is not None and not self.index.lagging:
             self.namespaces.closed_in_step[key] = mark  # see _open_namespace
         self.index.close()
