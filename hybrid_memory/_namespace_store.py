@@ -2,10 +2,13 @@
 
 Every namespace of a store, nested ones too, keeps its memories in one collection beside
 the store's (:func:`~hybrid_memory._namespaces.partition_collection`, each its share:
-:mod:`hybrid_memory._partition`), and is named in a second one
-(:func:`~hybrid_memory._namespaces.registry_collection`): one record per namespace,
-written when it is first opened, so that a namespace is listed (by any process) even
-while it holds no memory, as when each namespace was a collection of its own.
+:mod:`hybrid_memory._partition`), and is named by a record of that collection written in
+the same Chroma call as its first memories (:func:`~hybrid_memory._partition.with_name_record`):
+a namespace holding memories is listed by any process, whatever stopped the one that
+wrote them, and creating one is one Chroma write. A namespace closed before any write
+is named in a second collection (:func:`~hybrid_memory._namespaces.registry_collection`,
+where earlier versions named every namespace when first opened), so that it is listed
+even while it holds no memory, as when each namespace was a collection of its own.
 
 Earlier versions made each namespace a Chroma collection of its own,
 ``<parent>.ns.<slug>.<digest>``: ten thousand tenants were ten thousand collections,
