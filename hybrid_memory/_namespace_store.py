@@ -125,13 +125,16 @@ class NamespaceStore:
             del self._unnamed[key]
             self._registered.add(key)
 
-    def name_unwritten(self, share: ChromaCollection) -> None:
-        """Before ``share`` (a namespace's) is closed: its name, if no write recorded it
-        (a namespace opened and left empty), recorded in the registry, so that other
-        processes list it too."""
+    def name_unwritten(self, share: ChromaCollection, *, holding: bool) -> None:
+        """Before ``share`` (a namespace's) is closed: its name, if no write of this
+        process recorded it, recorded in the registry, so that other processes list it
+        too (a namespace opened and left empty). Not when it ``holding`` memories: the
+        write that stored them named it (as does every version that had the shared
+        collection, earlier ones in the registry when the namespace was opened), and a
+        Chroma write on each close of a namespace only read here costs its searches."""
         naming, share.unnamed = share.unnamed, None
         if naming is not None:
-            naming[2](False)
+            naming[2](holding)
 
     def children(self, parent: ChromaCollection) -> list[str]:
         """The names of the namespaces directly under the store or namespace whose

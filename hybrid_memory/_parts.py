@@ -312,7 +312,7 @@ class StoreParts:
         key, mark = self.collection.partition, self.sync.in_step_mark
         if key is not None and not self.private:
             try:
-                self.namespaces.name_unwritten(self.collection)
+                self.namespaces.name_unwritten(self.collection, holding=self.index.count() > 0)
             except StoreError as exc:  # only an empty namespace goes unlisted elsewhere
                 log.warning("namespace %s could not be named: %s", self.collection.name, exc)
         if key is not None and mark is not None and not self.index.lagging:
