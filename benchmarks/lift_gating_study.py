@@ -19,7 +19,7 @@ once per collection, kept in ``--cache``); every candidate fuses them with the e
   are rare in the store (their mean idf over ``log(N + 1)``); and, for open questions, the
   vector share raised when the query holds no rare word;
 - **BM25's length normalisation** (``--bm25-b``): the keyword legs computed again with
-  another ``b`` (the engine's postings read ``hybrid_memory._index.postings.B``), long
+  another ``b`` (the postings read ``hybrid_memory._index.bm25_scores.B`` when they score), long
   memories' keyword scores lowered more (or less), with and without the lift.
 
     python -m benchmarks.lift_gating_study ../shared/data/locomo ../shared/data/cranfield \\
@@ -54,7 +54,7 @@ from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._embeddings import MiniLMEmbedder
 from hybrid_memory._errors import EmbeddingError
 from hybrid_memory._fusion import reciprocal_rank_fusion, score_lifts
-from hybrid_memory._index import postings
+from hybrid_memory._index import bm25_scores
 from hybrid_memory._index.bm25 import query_words
 from hybrid_memory._index.porter import stem
 
@@ -284,14 +284,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         measure(prep, candidates())
     # BM25's length normalisation: the keyword legs computed again with another b
     for b in args.bm25_b:
-        default_b, postings.B = postings.B, b
+        default_b, bm25_scores.B = bm25_scores.B, b
         try:
             for path in args.datasets:
                 cache = None if args.cache is None else str(Path(args.cache) / f"bm25-b-{b}")
                 rules = {n: candidates()[n] for n in BM25_B_RULES}
                 measure(load(path, cache, None), rules, f"bm25 b {b}: ")
         finally:
-            postings.B = default_b
+            bm25_scores.B = default_b
     if peer_name is not None:
         embedding = CachedEmbedding(MiniLMEmbedder())
         for prep in preps:
