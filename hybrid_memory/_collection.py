@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,13 @@ from hybrid_memory._errors import (
 from hybrid_memory._index.file import why_no_room
 from hybrid_memory._owner_server import WRITE_OPERATIONS
 from hybrid_memory._ownership import PathOwnership, acquire
-from hybrid_memory._partition import scoped_answer, scoped_call, scoped_where
+from hybrid_memory._partition import (
+    NAMING_WRITES,
+    scoped_answer,
+    scoped_call,
+    scoped_where,
+    with_name_record,
+)
 from hybrid_memory._records import IndexRow, row_from_chroma, rows_from_chroma
 from hybrid_memory._room import check_room
 from hybrid_memory._settings import HybridMemorySettings
@@ -72,6 +78,11 @@ class ChromaCollection:
     ) -> None:
         self.name = name
         self.partition = partition
+        # A namespace's share whose name is not recorded yet (NamespaceStore.opened): the
+        # name and parent its first add or upsert records in the same Chroma write, and
+        # what to call then: ``named(True)`` once a write recorded it, ``named(False)``
+        # to record it on its own (see _partition.with_name_record).
+        self.unnamed: tuple[str, str, Callable[[bool], None]] | None = None
         self._chroma_name = chroma_name or name
         self._settings = settings
         self._embedding_name = embedding_name
@@ -144,7 +155,17 @@ class ChromaCollection:
         try:
             if key is None:
                 return getattr(self._collection, operation)(**kwargs)
-            got = getattr(self._collection, operation)(**scoped_call(key, operation, kwargs))
+            scoped = scoped_call(key, operation, kwargs)
+            naming = self.unnamed if operation in NAMING_WRITES else None
+            if naming is not None and len(scoped["ids"]) >= self.max_batch():
+                naming[2](False)  # no room for the name in this write: recorded first
+                naming = None
+            if naming is not None:
+                scoped = with_name_record(key, naming[0], naming[1], scoped)
+            got = getattr(self._collection, operation)(**scoped)
+            if naming is not None:
+                self.unnamed = None
+                naming[2](True)
             return scoped_answer(key, operation, got)
         except (InvalidInputError, StoreError):
             raise

@@ -78,8 +78,9 @@ def partition_collection(store_collection: str) -> str:
 
 
 def registry_collection(store_collection: str) -> str:
-    """The Chroma collection naming every namespace of the store on collection
-    ``store_collection`` (one record each, even while it holds no memory)."""
+    """The Chroma collection naming the namespaces of the store on collection
+    ``store_collection`` that were closed before any write (and, as earlier versions
+    wrote it, every namespace): those written are named in the shared collection."""
     return f"{store_collection[:_PARENT_LENGTH].rstrip('._-')}{REGISTRY_SUFFIX}"
 
 

@@ -21,12 +21,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from hybrid_memory._namespaces import NAMESPACE_META, PARENT_META
+
 # The metadata key holding the namespace a record belongs to (its digest).
 PARTITION_KEY = "hm:ns"
 # Calls whose ``ids`` name records, and those that take a ``where``.
 _WITH_IDS = frozenset({"get", "delete", "add", "upsert", "update", "query"})
 _WITH_WHERE = frozenset({"get", "delete", "query"})
 _WRITES = frozenset({"add", "upsert", "update"})
+# The writes that can carry a namespace's name record (they bring vectors to copy).
+NAMING_WRITES = frozenset({"add", "upsert"})
+# The Chroma id of a namespace's name record starts so: never a record of a namespace,
+# whose ids start with the 32 hex digits of its key and a ':'.
+NAME_RECORD_PREFIX = "hm:name:"
 
 
 def chroma_id(key: str, memory_id: str) -> str:
@@ -63,6 +72,36 @@ def scoped_call(key: str, operation: str, kwargs: Mapping[str, Any]) -> dict[str
             {**(m or {}), PARTITION_KEY: key}
             for m in (metadatas if metadatas is not None else [None] * count)
         ]
+    return out
+
+
+def name_record_id(key: str) -> str:
+    """The Chroma id of the record naming namespace ``key`` in the shared collection."""
+    return f"{NAME_RECORD_PREFIX}{key}"
+
+
+def with_name_record(key: str, name: str, parent: str, scoped: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of a namespace's ``add`` or ``upsert`` (as :func:`scoped_call` made
+    them) with one more record: the one naming namespace ``name`` (key ``key``) under
+    ``parent``, so that the namespace's memories and its name are stored in one Chroma
+    write, never one without the other.
+
+    The record carries no :data:`PARTITION_KEY`, so no namespace's call (all narrowed to
+    their key, or by ids that start with it) ever reads it; its metadata are those of the
+    registry's records (:data:`NAMESPACE_META`, :data:`PARENT_META`), its document the
+    name, its vector a copy of the first record's (Chroma keeps a vector with every
+    record, of the collection's dimension). An ``add`` of a name recorded already leaves
+    the stored one (Chroma skips ids it holds); an ``upsert`` writes the same again."""
+    out = dict(scoped)
+    embeddings = out["embeddings"]
+    if isinstance(embeddings, np.ndarray):
+        out["embeddings"] = np.concatenate([embeddings, embeddings[:1]])
+    else:
+        out["embeddings"] = [*embeddings, embeddings[0]]
+    out["ids"] = [*out["ids"], name_record_id(key)]
+    if out.get("documents") is not None:
+        out["documents"] = [*out["documents"], name]
+    out["metadatas"] = [*out["metadatas"], {NAMESPACE_META: name, PARENT_META: parent}]
     return out
 
 

@@ -252,7 +252,8 @@ class IndexSync:
             mark = collection.write_mark()  # the same, counted (see in_step_mark)
             changed = emptied = False
             if index.get_state("collection_id") != collection.id:
-                index.clear()
+                if index.count():  # a new file (a new namespace's) has nothing to clear
+                    index.clear()
                 index.set_state("collection_id", collection.id)
                 changed = full = emptied = True
                 self.settled = None

@@ -5,7 +5,7 @@ to write-ahead logging took 13 of the 15 ms the new file cost (a cProfile of 180
 creates of the tenants benchmark, machine load ~3), which is a good part of what creating
 a namespace costs beyond Chroma's own add. An empty file of the same schema, tokenizer and
 page size holds the same bytes every time: it is made once (in a temporary directory,
-through the same ``create_schema``), kept in memory (26 KiB at 1 KiB pages), and each
+through the same ``create_schema``), kept in memory (12.5 KiB at 512-byte pages), and each
 new file is those bytes, put in place with a hard link so that a file someone else made
 meanwhile is never overwritten.
 """

@@ -89,7 +89,14 @@ def test_a_store_made_by_main_is_moved_into_one_collection(tmp_path: Path) -> No
     shared = after["hybrid_memory.namespaces"]
     # Three memories with id "k" in three namespaces: three records, apart.
     assert sum(1 for i, _ in shared if i.endswith(":k")) == 3
-    assert len(shared) == 4 and all(m["hm:ns"] for _, m in shared)
+    records = [m for _, m in shared if "hm:ns" in m]
+    assert len(records) == 4 and all(m["hm:ns"] for m in records)
+    # The move of each namespace holding memories named it in the same writes; the two
+    # without (empty, A:sub) are named in the registry when closed.
+    named = sorted(m["hm:namespace"] for _, m in shared if "hm:ns" not in m)
+    assert named == ["alice", "bob", "deep"]
+    registry = sorted(m["hm:namespace"] for _, m in after["hybrid_memory.namespace-names"])
+    assert {"A:sub", "empty"} <= set(registry)
     # Opened again (as another process would): the same memories, nothing moved twice.
     with open_store(path=path) as again:
         assert again.namespaces() == ["A:sub", "alice", "bob", "empty"]
@@ -113,12 +120,11 @@ def test_equal_ids_in_namespaces_are_records_of_one_collection(tmp_path: Path) -
         assert store.get("x").text == "the store's"
         assert store.namespace("a").count() == 0 and store.namespace("b").count() == 1
     found = collections(path)
-    assert sorted(found) == [
-        "hybrid_memory",
-        "hybrid_memory.namespace-names",
-        "hybrid_memory.namespaces",
-    ]
-    assert len(found["hybrid_memory.namespaces"]) == 2  # b's and a:b's
+    # Each namespace named by its first write, in the shared collection: no registry.
+    assert sorted(found) == ["hybrid_memory", "hybrid_memory.namespaces"]
+    shared = found["hybrid_memory.namespaces"]
+    assert sum(1 for _, m in shared if "hm:ns" in m) == 2  # b's and a:b's
+    assert sorted(m["hm:namespace"] for _, m in shared if "hm:ns" not in m) == ["a", "a:b", "b"]
     assert len(found["hybrid_memory"]) == 1  # the store's own, never a namespace's
 
 
@@ -197,4 +203,5 @@ def test_a_namespace_written_by_another_process_on_a_server(chroma_server: str) 
         assert mine.namespaces() == ["other", "team"]
     client = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_server.rsplit(":", 1)[1]))
     names = {c.name for c in client.list_collections() if c.name.startswith(collection)}
-    assert names == {collection, f"{collection}.namespaces", f"{collection}.namespace-names"}
+    # Both namespaces were named by their first write, in the shared collection.
+    assert names == {collection, f"{collection}.namespaces"}

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
 from hybrid_memory._namespaces import (
     namespace_collection,
     namespace_digest,
@@ -13,9 +17,11 @@ from hybrid_memory._partition import (
     PARTITION_KEY,
     chroma_id,
     memory_id,
+    name_record_id,
     scoped_answer,
     scoped_call,
     scoped_where,
+    with_name_record,
 )
 
 KEY = namespace_digest("hybrid_memory", "alice")
@@ -86,3 +92,23 @@ def test_shared_collections_never_take_a_namespace_collection_name() -> None:
         for name in ("namespaces", "namespace-names", "a"):
             assert namespace_collection(store, name) not in shared
         assert all(3 <= len(n) <= 512 and n[0].isalnum() and n[-1].isalnum() for n in shared)
+
+
+def test_a_first_write_carries_the_namespace_name_in_the_same_call() -> None:
+    for vectors in ([[1.0, 0.0], [0.0, 1.0]], np.array([[1.0, 0.0], [0.0, 1.0]])):
+        scoped = scoped_call(
+            KEY,
+            "add",
+            {"ids": ["a", "b"], "embeddings": vectors, "documents": ["x", "y"], "metadatas": None},
+        )
+        got = with_name_record(KEY, "alice", "hybrid_memory", scoped)
+        assert got["ids"] == [f"{KEY}:a", f"{KEY}:b", name_record_id(KEY)]
+        assert got["documents"] == ["x", "y", "alice"]
+        assert [list(v) for v in got["embeddings"]] == [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]
+        assert got["metadatas"][:2] == [{PARTITION_KEY: KEY}] * 2
+        # The name record is in no namespace's share: no key, an id no share can have.
+        assert got["metadatas"][2] == {"hm:namespace": "alice", "hm:parent": "hybrid_memory"}
+        assert scoped["ids"] == [f"{KEY}:a", f"{KEY}:b"]  # the call's own are unchanged
+    # A namespace's Chroma ids are its key (32 hex digits), ':' and the memory id.
+    assert re.fullmatch(r"[0-9a-f]{32}:.*", chroma_id(KEY, "any"))
+    assert not re.fullmatch(r"[0-9a-f]{32}:.*", name_record_id(KEY))
