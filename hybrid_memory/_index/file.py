@@ -166,14 +166,17 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str, *, small: bool = Fal
     changed (the store then refills the empty index from the collection).
 
     Every table and index takes a page or more, and the catalogue holds their statements:
-    in a namespace's file of ten memories, most of its size. So the statements are kept
-    to single spaces, the state table has no row ids (no second b-tree for its key), and
-    a ``small`` file (a namespace's) keeps no FTS5 table of text lengths
+    in a namespace's file of ten memories, most of its size. So a ``small`` file (a
+    namespace's) keeps its statements to single spaces, its state table without row ids
+    (no second b-tree for its key), and no FTS5 table of text lengths
     (``columnsize=0``): only FTS5's own ``bm25()`` reads them (for query words it reads
     as phrases), and without the table it counts the tokens of the row's text instead,
-    the same numbers (rankings unchanged: tests/unit/test_index_schema.py)."""
+    the same numbers (rankings unchanged: tests/unit/test_index_schema.py). A store's
+    own file keeps the layout it always had (the damage tests of
+    tests/integration/test_hostile_input.py place their damage by it)."""
     conn.execute(
-        "CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID"
+        "CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT)"
+        + (" WITHOUT ROWID" if small else "")
     )
     stored = dict(conn.execute("SELECT key, value FROM index_state").fetchall())
     current = stored.get("schema") == SCHEMA_VERSION and stored.get("tokenizer") == tokenizer
@@ -187,8 +190,9 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str, *, small: bool = Fal
         for table in _TABLES:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute("DELETE FROM index_state")
+    spaced = _single_spaced if small else str
     conn.executescript(
-        _single_spaced(
+        spaced(
             """
         CREATE TABLE IF NOT EXISTS memories (
             rowid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
