@@ -490,7 +490,13 @@ class IndexFile:
             # No database file (or an empty one) beside a write-ahead log: the file was
             # deleted or emptied while another connection used it, and that log (and its
             # shared-memory index) belong to the old file: read with a new one, they
-            # would make a chimera of both.
+            # would make a chimera of both. An empty file is removed too (it holds
+            # nothing; SQLite writes a new file's header when it turns on the log): a
+            # connection still open on it holds its lock, and turning the log on in
+            # that same file waited for it, then failed ("database is locked").
+            with contextlib.suppress(OSError):  # where it cannot be, it is reused
+                if os.path.getsize(path) == 0:
+                    os.unlink(path)
             for suffix in ("-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path + suffix)

@@ -5,9 +5,13 @@ filled on every open were 13 of its 16 ms). Real SQLite files."""
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from hybrid_memory._index import file as file_module
 from hybrid_memory._index.file import create_schema
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.template import write_empty
@@ -75,3 +79,26 @@ def test_a_new_small_file_is_a_copy_of_an_empty_one_and_never_replaces_a_file(
     write_empty(str(path), TOKENIZER, 1024, create_schema)  # a file is there: kept
     assert path.read_bytes() == kept
     assert not [p.name for p in tmp_path.iterdir() if ".new-" in p.name]  # nothing staged left
+
+
+def test_a_file_emptied_under_an_open_connection_is_replaced_not_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by CI (test_hostile_input, "emptied", 2 runs in 19): a file emptied while a
+    # connection had it open and its last writes still in the write-ahead log. Opening it
+    # again reused the emptied file, whose lock that connection holds: switching it to
+    # write-ahead logging waited BUSY_WAIT, then failed ("database is locked").
+    monkeypatch.setattr(file_module, "BUSY_WAIT", 2.0)
+    path = tmp_path / "k.sqlite3"
+    first = KeywordIndex(str(path), TOKENIZER)
+    first.upsert([IndexRow("a", "wing flow", ("t",), {"n": 1}, "h", 1.5, 2.5)])
+    assert path.stat().st_size > 0 and Path(f"{path}-wal").stat().st_size > 0
+    os.truncate(path, 0)
+    second = KeywordIndex(str(path), TOKENIZER)  # an empty index, the rows refilled later
+    assert second.count() == 0 and second.file.opened_empty
+    second.upsert([IndexRow("b", "wing tip", (), {}, "h", 3.0, 3.0)])
+    assert [i for i, _ in second.search("wing", 5, None)] == ["b"]
+    # The first connection keeps the file it had (never a mix of the two).
+    assert [i for i, _ in first.search("wing", 5, None)] == ["a"]
+    first.close()
+    second.close()
