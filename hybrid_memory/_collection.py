@@ -104,6 +104,10 @@ class ChromaCollection:
         self._own_marked = 0  # those of its writes the counter's marks count (own_writes)
         # What this object's writes can touch, for the path owner's ledger of writes.
         self._touching = partition if partition is not None else collection_key(self._chroma_name)
+        # The vectors the last read of a namespace's whole share kept (rows(keep_vectors=
+        # True)), by id with the updated_at they were read at: for the search that follows
+        # (kept_vectors), which would read them again.
+        self._kept_vectors: dict[str, tuple[float, np.ndarray]] = {}
         self._writes = WriteMarker(path) if path else None
         self._own_client = client is None and self._ownership is None
         if self._ownership is not None:
@@ -196,16 +200,29 @@ class ChromaCollection:
 
     # --- reading records ------------------------------------------------------------------
 
-    def rows(self, where: Mapping[str, Any] | None = None) -> Iterator[list[IndexRow]]:
-        """Every record passing ``where`` (Chroma syntax), a page at a time."""
+    def rows(
+        self, where: Mapping[str, Any] | None = None, *, keep_vectors: bool = False
+    ) -> Iterator[list[IndexRow]]:
+        """Every record passing ``where`` (Chroma syntax), a page at a time.
+        ``keep_vectors``: their vectors read too and kept for :meth:`kept_vectors`."""
+        include = ["documents", "metadatas", *(["embeddings"] if keep_vectors else [])]
+        if keep_vectors:
+            self._kept_vectors = {}
         offset = 0
         while True:
-            got = self.call(
-                "get", where=where, limit=PAGE, offset=offset, include=["documents", "metadatas"]
-            )
+            got = self.call("get", where=where, limit=PAGE, offset=offset, include=include)
             if not got["ids"]:
                 return
-            yield rows_from_chroma(got)
+            page = rows_from_chroma(got)
+            if keep_vectors:
+                self._kept_vectors.update(
+                    (row.id, (row.updated_at, np.asarray(vector)))
+                    for row, vector in zip(page, got["embeddings"], strict=True)
+                )
+                if len(self._kept_vectors) > _COMPARE_ALL:  # more than a search would take
+                    self._kept_vectors, keep_vectors = {}, False
+                    include = include[:2]
+            yield page
             if len(got["ids"]) < PAGE:
                 return  # the last page: asking for the next is one more scan (13-20 ms)
             offset += len(got["ids"])
@@ -295,6 +312,27 @@ class ChromaCollection:
             found.extend(got["ids"])
             if len(got["ids"]) < PAGE:
                 return found  # the last page
+
+    @property
+    def holds_kept_vectors(self) -> bool:
+        return bool(self._kept_vectors)
+
+    def kept_vectors(
+        self, ids: Sequence[str], updated_at: Mapping[str, float]
+    ) -> dict[str, np.ndarray] | None:
+        """The vectors of ``ids`` as the last ``rows(keep_vectors=True)`` read them, when
+        it read every one and each record is still as it was then (``updated_at``, the
+        index's, is the read's); None otherwise. Kept for this one call either way: a
+        namespace's first search after its share was read takes them instead of reading
+        them again (on a server, a third of opening a namespace again)."""
+        kept, self._kept_vectors = self._kept_vectors, {}
+        out: dict[str, np.ndarray] = {}
+        for memory_id in ids:
+            entry = kept.get(memory_id)
+            if entry is None or updated_at.get(memory_id) != entry[0]:
+                return None
+            out[memory_id] = entry[1]
+        return out
 
     def vectors_by_id(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those of ``ids`` that exist, by id (a few: one read)."""

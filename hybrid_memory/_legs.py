@@ -102,7 +102,14 @@ class VectorLeg:
         if collection.partition is None or index.lagging:
             return None
         few = index.within(node, collection.compare_all)
-        return None if few is None else collection.vectors_by_id(few[1])
+        if few is None:
+            return None
+        ids = few[1]
+        if collection.holds_kept_vectors:  # its share was just read whole, vectors too
+            kept = collection.kept_vectors(ids, index.updated_at(ids))
+            if kept is not None:
+                return kept
+        return collection.vectors_by_id(ids)
 
     def rank(self, vector: Vector, depth: int) -> dict[str, float]:
         if self._scope is not None:

@@ -261,7 +261,19 @@ class IndexSync:
             where = None if since is None else self._unseen(since)
             if since is not None and where is None:
                 where = {UPDATED_KEY: {"$gt": since}}  # compared row by row as copied
-            pages = _Counted(collection.rows(where))
+            whole_share = (
+                reconcile and not full and collection.partition is not None and index.count() < PAGE
+            )
+            if whole_share:
+                # A namespace's share, compared id by id: one read of all its records
+                # (compared row by row as copied) gives the reconcile its ids too, where
+                # the read of the changed ones and then of every id were two scans of
+                # the shared collection (on a server, most of opening a namespace again).
+                where = None
+            # Its vectors too when the search that follows compares them all (see
+            # VectorLeg.share_vectors), which would read them again.
+            keep_vectors = whole_share and index.count() <= collection.compare_all
+            pages = _Counted(collection.rows(where, keep_vectors=keep_vectors))
             copied = _copy_all(index, pages, changed_only=not full)
             changed = copied > 0 or changed
             self._settle(started, persist=True)
@@ -273,7 +285,11 @@ class IndexSync:
                 # read of every id is another scan: most of creating a namespace).
                 in_step = True
             elif full or reconcile or lagging or index.count() != collection.count():
-                changed = self._reconcile() or changed
+                # Every record came in one read (see _Counted.whole): its ids are the
+                # collection's as of that read, which is what a reconcile reads first.
+                changed = (
+                    self._reconcile(pages.ids if whole_share and pages.whole else None) or changed
+                )
                 if lagging:  # their rows were rewritten (or removed) by the reconcile
                     _copy_all(index, collection.rows_by_id(sorted(lagging)))
                     index.lagging -= lagging
@@ -569,6 +585,7 @@ class _Counted:
         self._pages = pages
         self.read = 0
         self.last = 0
+        self.ids: set[str] = set()  # of every record read
 
     def __iter__(self) -> Iterator[list[IndexRow]]:
         return self
@@ -577,6 +594,7 @@ class _Counted:
         page = next(self._pages)
         self.read += 1
         self.last = len(page)
+        self.ids.update(row.id for row in page)
         return page
 
     @property

@@ -18,6 +18,7 @@ import pytest
 
 from hybrid_memory import HybridMemory, MemoryNotFoundError
 from hybrid_memory._collection import ChromaCollection
+from hybrid_memory._sync import IndexSync
 
 from ..conftest import HashEmbedding
 
@@ -45,6 +46,19 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
 
     monkeypatch.setattr(ChromaCollection, "call", call)
     yield seen
+
+
+def vector_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The ids of each read of vectors by id, from now on."""
+    seen: list[list[str]] = []
+    original = ChromaCollection.vectors_by_id
+
+    def vectors_by_id(self: ChromaCollection, ids: Any) -> Any:
+        seen.append(list(ids))
+        return original(self, ids)
+
+    monkeypatch.setattr(ChromaCollection, "vectors_by_id", vectors_by_id)
+    return seen
 
 
 def closed(memory: HybridMemory) -> None:
@@ -127,6 +141,85 @@ def test_a_closed_namespace_written_by_another_store_of_this_process_is_caught_u
         with pytest.raises(MemoryNotFoundError):
             team.get("here")
         assert team.count() == 1 and team.stats().in_step
+
+
+def test_a_closed_namespace_written_meanwhile_is_caught_up_in_one_read_of_its_share(
+    tmp_path: Path, scans: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a server every namespace opened again is compared id by id (nobody counts the
+    # writes): its records read once serve the copy and the ids, where a read of the
+    # changed records and one of every id were two scans of the shared collection.
+    path = tmp_path / "m"
+    with open_store(path=path, open_namespaces=1) as memory, open_store(path=path) as beside:
+        team = memory.namespace("team")
+        team.add_many([f"note {i} about otters" for i in range(5)])
+        team.add("written here", id="here")
+        memory.namespace("other").add("not the team", id="there")
+        closed(memory)
+        beside.namespace("team").add("written beside about zebras", id="beside")
+        beside.namespace("team").delete("here")
+        scans.clear()
+        by_id = vector_reads(monkeypatch)
+        team = memory.namespace("team")
+        assert [op for _, op in scans] == ["get"]
+        # Its vectors came with that read: its first search reads none (its next ones do).
+        assert team.search("zebras", k=3)[0].id == "beside"
+        assert by_id == []
+        with pytest.raises(MemoryNotFoundError):
+            team.get("here")
+        assert team.count() == 6 and team.stats().in_step
+        team.search("otters", k=3)
+        assert len(by_id) == 1
+
+
+def test_a_vector_kept_from_that_read_is_not_used_once_its_memory_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m"
+    with open_store(path=path, open_namespaces=1) as memory, open_store(path=path) as beside:
+        team = memory.namespace("team")
+        ids = team.add_many([f"note {i} about otters" for i in range(5)])
+        memory.namespace("other").add("not the team", id="there")
+        closed(memory)
+        beside.namespace("team").add("written beside", id="beside")  # not in step: read
+        by_id = vector_reads(monkeypatch)
+        team = memory.namespace("team")
+        # Between that read and the first search, another store changes a memory's text.
+        beside.namespace("team").update(ids[2], text="a violin concerto in the park")
+        hits = team.search("a violin concerto in the park", alpha=1.0, k=1)
+        assert len(by_id) == 1  # the kept vectors were not taken: one was out of date
+        assert hits[0].id == ids[2] and hits[0].scores["vector"] == pytest.approx(1.0)
+
+
+def test_a_memory_written_between_that_read_and_the_ids_compare_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ids of that one read are older than the index's, read next: a memory another
+    # store writes in between is in the index and not in the read. It is not stale (the
+    # collection, asked again inside the index's delete, has it).
+    path = tmp_path / "m"
+    with open_store(path=path, open_namespaces=1) as memory, open_store(path=path) as beside:
+        team = memory.namespace("team")
+        team.add("written here", id="here")
+        memory.namespace("other").add("not the team", id="there")
+        closed(memory)
+        beside.namespace("team").add("written beside", id="beside")
+        original = IndexSync._reconcile
+
+        def reconcile(self: IndexSync, in_collection: set[str] | None = None) -> bool:
+            if in_collection is not None and "bell" not in in_collection:
+                beside.namespace("team").add("the tower bell rings at noon", id="bell")
+            return original(self, in_collection)
+
+        monkeypatch.setattr(IndexSync, "_reconcile", reconcile)
+        team = memory.namespace("team")
+        monkeypatch.undo()
+        assert [h.id for h in team.search("tower bell", alpha=0.0, k=1)] == ["bell"]
+        assert team.count() == 3 and {m.id for m in team.list_memories()} == {
+            "here",
+            "beside",
+            "bell",
+        }
 
 
 def test_a_namespace_with_a_new_index_file_reads_its_share_once(

@@ -517,8 +517,8 @@ def test_a_copy_from_the_collection_never_brings_back_an_older_text(tmp_path: Pa
         rows = collection.rows
         updaters: list[threading.Thread] = []
 
-        def read_then_another_updates(where: Any = None) -> Iterator[list[Any]]:
-            for page in rows(where):
+        def read_then_another_updates(where: Any = None, **kwargs: Any) -> Iterator[list[Any]]:
+            for page in rows(where, **kwargs):
                 if not updaters:
                     updater = threading.Thread(
                         target=other.update, args=("bell",), kwargs={"text": "the bell is silent"}
