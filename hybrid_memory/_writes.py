@@ -22,6 +22,7 @@ from hybrid_memory._collection import ChromaCollection
 from hybrid_memory._embeddings import Embedder, document_matrix
 from hybrid_memory._errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._filters import Node, chroma_part, matches, to_chroma
+from hybrid_memory._heap import release_after_write
 from hybrid_memory._index.file import is_full
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._inputs import Change, PendingMemories
@@ -152,6 +153,9 @@ class Writer:
             for start in range(0, len(part), step):
                 batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
                 created = self._write_records(operation, batch, existing, created)
+                # What the batch freed in C goes back to the OS before the next one,
+                # rather than staying resident as free heap (hybrid_memory._heap).
+                release_after_write(len(batch))
 
     def _write_records(
         self,

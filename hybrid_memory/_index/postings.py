@@ -226,9 +226,9 @@ class Postings:
         self._live_count += len(rows)
         self._live_tokens += float(lengths.sum())
         self.high = int(rows[-1])
-        # A store growing (or being loaded) past the size: the compiled loops start
-        # loading now, in the background, rather than on its first search.
-        scoring_kernel.want(self._live_count)
+        # No scoring_kernel.want() here: the compiled loops start loading at the first
+        # search of a store past the size (scores, top), not while a bulk add fills it,
+        # so that numba's ~160 MB do not stack on the ingest's own peak (issue 44).
 
     def name(self, rows: Sequence[int], ids: Sequence[str]) -> None:
         """Keep the memory id of each of ``rows`` (added already), for :meth:`ids_of`."""
