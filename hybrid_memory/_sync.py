@@ -261,9 +261,9 @@ class IndexSync:
             where = None if since is None else self._unseen(since)
             if since is not None and where is None:
                 where = {UPDATED_KEY: {"$gt": since}}  # compared row by row as copied
-            whole_share = (
-                reconcile and not full and collection.partition is not None and index.count() < PAGE
-            )
+            whole_share = reconcile and not full and collection.partition is not None
+            held = index.count() if whole_share else 0
+            whole_share = whole_share and held < PAGE
             if whole_share:
                 # A namespace's share, compared id by id: one read of all its records
                 # (compared row by row as copied) gives the reconcile its ids too, where
@@ -272,8 +272,8 @@ class IndexSync:
                 where = None
             # Its vectors too when the search that follows compares them all (see
             # VectorLeg.share_vectors), which would read them again.
-            keep_vectors = whole_share and index.count() <= collection.compare_all
-            pages = _Counted(collection.rows(where, keep_vectors=keep_vectors))
+            keep_vectors = whole_share and held <= collection.compare_all
+            pages = _Counted(collection.rows(where, keep_vectors=keep_vectors), ids=whole_share)
             copied = _copy_all(index, pages, changed_only=not full)
             changed = copied > 0 or changed
             self._settle(started, persist=True)
@@ -581,11 +581,12 @@ class _Counted:
     """Pages of the collection's records, counted as they are read: :attr:`whole` when
     they came in one page that was not full (one read saw them all, at one moment)."""
 
-    def __init__(self, pages: Iterator[list[IndexRow]]) -> None:
+    def __init__(self, pages: Iterator[list[IndexRow]], *, ids: bool = False) -> None:
         self._pages = pages
         self.read = 0
         self.last = 0
-        self.ids: set[str] = set()  # of every record read
+        self._keep_ids = ids
+        self.ids: set[str] = set()  # of every record read, when ``ids``
 
     def __iter__(self) -> Iterator[list[IndexRow]]:
         return self
@@ -594,7 +595,8 @@ class _Counted:
         page = next(self._pages)
         self.read += 1
         self.last = len(page)
-        self.ids.update(row.id for row in page)
+        if self._keep_ids:
+            self.ids.update(row.id for row in page)
         return page
 
     @property
