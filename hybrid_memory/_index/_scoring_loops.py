@@ -18,13 +18,16 @@ background thread, never on a search.
 from __future__ import annotations
 
 import numpy as np
-from numba import boolean, float32, float64, int32, int64, njit, void
+from numba import boolean, float32, float64, int32, int64, njit, types, void
+from numba.typed import List
 
 from hybrid_memory._index.scoring_kernel import caching
 
 _CACHE = caching()
 _ROWS = int32[::1]
 _TOTALS = float64[::1]
+_ROW_LISTS = types.ListType(_ROWS)
+_TF_LISTS = types.ListType(float32[::1])
 
 
 @njit(int64(_ROWS, boolean[::1]), cache=_CACHE, nogil=True)
@@ -59,27 +62,6 @@ def add_term_scores(totals, rows, tfs, length, live, only_live, per_length, cons
         totals[row] += tf / denominator * weight
 
 
-@njit(
-    int64(_TOTALS, _ROWS, float64, int64[::1], float64[::1], int64),
-    cache=_CACHE,
-    nogil=True,
-)
-def take_at_least(totals, rows, floor, out_rows, out_scores, taken):
-    """Move the rows of a term's postings whose total is at least ``floor`` (and above
-    0) into ``out_rows``/``out_scores`` from position ``taken`` on, and clear the total
-    of every row the postings name, so that each row is taken once and ``totals`` is all
-    zeros again once every term of the query went through. Returns the new ``taken``."""
-    for i in range(rows.shape[0]):
-        row = rows[i]
-        total = totals[row]
-        if total > 0.0 and total >= floor:
-            out_rows[taken] = row
-            out_scores[taken] = total
-            taken += 1
-        totals[row] = 0.0
-    return taken
-
-
 @njit(void(_TOTALS, _ROWS), cache=_CACHE, nogil=True)
 def clear(totals, rows):
     """Zero the totals of ``rows`` (what the scoring loop touched)."""
@@ -87,23 +69,210 @@ def clear(totals, rows):
         totals[rows[i]] = 0.0
 
 
-@njit(int64(_TOTALS, int64, int64, float64, int64[::1], float64[::1]), cache=_CACHE, nogil=True)
-def take_at_least_in(totals, first, end, floor, out_rows, out_scores):
-    """:func:`take_at_least` by a pass over the totals of rows ``first`` to ``end``
-    (exclusive) instead of over the postings: cheaper when the postings name a large
-    share of those rows (a sequential read against one access per posting). The rows
-    come out ascending. Returns how many were taken.
+# --- a query's best rows, a block of rows at a time --------------------------------------
 
-    Every total is cleared, zero or not: a branch on "was this row matched" goes either
-    way about as often as not over a large share of the rows, and its mispredictions cost
-    5x the stores (10 questions of 590,000-810,000 postings at 1,000,000: 7.8-8.7 ms with
-    the branch, 1.4-1.9 without)."""
-    taken = 0
-    for row in range(first, end):
-        total = totals[row]
-        if total >= floor and total > 0.0:
-            out_rows[taken] = row
-            out_scores[taken] = total
-            taken += 1
-        totals[row] = 0.0
-    return taken
+
+@njit(
+    int64(
+        _TOTALS,
+        int64,
+        _ROWS,
+        float32[::1],
+        int64,
+        int64,
+        float32[::1],
+        boolean[::1],
+        boolean,
+        float64,
+        float64,
+        float64,
+    ),
+    cache=_CACHE,
+    nogil=True,
+)
+def _score_block(
+    block, base, rows, tfs, at, end, length, live, only_live, per_length, constant, weight
+):
+    """:func:`add_term_scores` for the postings from ``at`` on whose rows are below
+    ``end``, into ``block`` (the totals of rows ``base`` on). Returns where it stopped."""
+    stop = rows.shape[0]
+    while at < stop:
+        row = rows[at]
+        if row >= end:
+            break
+        if not only_live or live[row]:
+            tf = np.float64(tfs[at])
+            denominator = np.float64(length[row]) * per_length
+            denominator += constant
+            denominator += tf
+            block[row - base] += tf / denominator * weight
+        at += 1
+    return at
+
+
+@njit(boolean(float64[::1], int64[::1], int64, int64), cache=_CACHE, nogil=True)
+def _worse(scores, rows, a, b):
+    """Whether heap entry ``a`` ranks after ``b`` (score descending, then row ascending)."""
+    return scores[a] < scores[b] or (scores[a] == scores[b] and rows[a] > rows[b])
+
+
+@njit(void(float64[::1], int64[::1], int64, int64), cache=_CACHE, nogil=True)
+def _sift_down(scores, rows, at, size):
+    """Restore the heap (its worst entry first) below ``at``."""
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            return
+        if child + 1 < size and _worse(scores, rows, child + 1, child):
+            child += 1
+        if not _worse(scores, rows, child, at):
+            return
+        scores[at], scores[child] = scores[child], scores[at]
+        rows[at], rows[child] = rows[child], rows[at]
+        at = child
+
+
+@njit(void(float64[::1], int64[::1], int64), cache=_CACHE, nogil=True)
+def _sift_up(scores, rows, at):
+    """Restore the heap (its worst entry first) above ``at``."""
+    while at > 0:
+        parent = (at - 1) // 2
+        if not _worse(scores, rows, at, parent):
+            return
+        scores[at], scores[parent] = scores[parent], scores[at]
+        rows[at], rows[parent] = rows[parent], rows[at]
+        at = parent
+
+
+@njit(
+    int64(_TOTALS, int64, _ROWS, int64, int64, int64[::1], float64[::1], int64),
+    cache=_CACHE,
+    nogil=True,
+)
+def _take_block(block, base, rows, first, stop, out_rows, out_scores, size):
+    """Offer the rows of postings ``first`` to ``stop`` with their totals in ``block`` to
+    the heap ``out_rows``/``out_scores`` of ``size`` entries (at most its length), each
+    row once: its total is cleared as it is offered. Returns the heap's new size."""
+    limit = out_rows.shape[0]
+    for at in range(first, stop):
+        row = rows[at]
+        total = block[row - base]
+        # Cleared whatever it holds, and a total of 0 (offered already, or a removed row,
+        # not scored) never beats the heap's worst: no branch on "offered already", which
+        # goes either way on the rows several terms share and was mispredicted often
+        # enough to cost ~0.6 ms of ~1.6 (200 questions at 1,000,000 memories).
+        block[row - base] = 0.0
+        if size < limit:
+            if total > 0.0:
+                out_scores[size] = total
+                out_rows[size] = row
+                _sift_up(out_scores, out_rows, size)
+                size += 1
+        elif total >= out_scores[0] and (total > out_scores[0] or row < out_rows[0]):
+            out_scores[0] = total
+            out_rows[0] = row
+            _sift_down(out_scores, out_rows, 0, size)
+    return size
+
+
+@njit(
+    int64(
+        _ROW_LISTS,
+        _TF_LISTS,
+        float64[::1],
+        float32[::1],
+        boolean[::1],
+        boolean,
+        float64,
+        float64,
+        _TOTALS,
+        int64[::1],
+        float64[::1],
+    ),
+    cache=_CACHE,
+    nogil=True,
+)
+def best_rows(
+    row_lists,
+    tf_lists,
+    weights,
+    length,
+    live,
+    only_live,
+    per_length,
+    constant,
+    block,
+    out_rows,
+    out_scores,
+):
+    """The ``len(out_rows)`` best rows of a query whose terms (in the query's order)
+    have the postings ``row_lists[t]`` (rows ascending) and ``tf_lists[t]``, with their
+    BM25 totals, into ``out_rows``/``out_scores`` as a heap (the caller orders them);
+    returns how many there are.
+
+    The totals are added up a block of ``len(block)`` rows at a time, every term's
+    postings in that block in the query's order, so each total is the full scoring's
+    to the bit, in ``block`` (all zeros before and after), which stays in the
+    processor's cache. Totalled in one store-long array instead, a question's postings
+    read and wrote it all over (8 MB at 1,000,000 memories), and once another search's
+    Chroma query had emptied the cache, that was most of the keyword leg's time (200
+    benchmark questions at 1,000,000: p50 2.6 -> 1.1 ms with the cache emptied first).
+    Each block's rows are then offered once to a heap of the best so far, which ranks
+    equal totals by row, as :func:`~hybrid_memory._index.bm25_scores.best_first` does."""
+    terms = len(row_lists)
+    width = block.shape[0]
+    if out_rows.shape[0] == 0:
+        return 0
+    at = np.zeros(terms, dtype=np.int64)
+    began = np.zeros(terms, dtype=np.int64)
+    size = 0
+    while True:
+        lowest = -1
+        for t in range(terms):
+            rows = row_lists[t]
+            if at[t] < rows.shape[0] and (lowest < 0 or rows[at[t]] < lowest):
+                lowest = rows[at[t]]
+        if lowest < 0:
+            return size
+        base = lowest - lowest % width
+        for t in range(terms):
+            began[t] = at[t]
+            at[t] = _score_block(
+                block,
+                base,
+                row_lists[t],
+                tf_lists[t],
+                at[t],
+                base + width,
+                length,
+                live,
+                only_live,
+                per_length,
+                constant,
+                weights[t],
+            )
+        for t in range(terms):
+            size = _take_block(
+                block, base, row_lists[t], began[t], at[t], out_rows, out_scores, size
+            )
+
+
+def row_lists(lists: list[np.ndarray]) -> List:
+    """The postings lists as :func:`best_rows` takes them (a typed list: no copy)."""
+    typed = List.empty_list(_ROWS)
+    for rows in lists:
+        typed.append(rows)
+    return typed
+
+
+def tf_lists(lists: list[np.ndarray]) -> List:
+    """The term frequencies as :func:`best_rows` takes them."""
+    typed = List.empty_list(float32[::1])
+    for tfs in lists:
+        typed.append(tfs)
+    return typed
+
+
+# The typed lists' own methods compile at their first use: here, in the loader's thread.
+row_lists([np.zeros(1, dtype=np.int32)])
+tf_lists([np.zeros(1, dtype=np.float32)])

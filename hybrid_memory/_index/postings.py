@@ -53,12 +53,11 @@ _ID = np.dtype("S32")
 _MERGE_SHARE = 32
 _MERGE_MIN = 4096
 _FEW_TOKENS = 256  # a batch with at most these tokens is added without numpy
-# The compiled loops take a query's candidates by a pass over the totals of the rows its
-# postings span rather than over its postings when postings x this exceed those rows: at
-# 1,000,000 memories a posting cost 3-5 ns (the totals read out of order), a row 0.7 ns
-# in order; the pass over the rows was faster for 85% of the 200 benchmark questions
-# whose postings name 0.2-0.3 of the rows they span, the postings for 86% at 0.1-0.2.
-_SCAN_SHARE = 5
+# The compiled loops' top totals a query's rows this many at a time (64 KB of totals,
+# which stay in the processor's cache). At 1,000,000 memories, 200 benchmark questions
+# with the cache emptied first: keyword leg p50 1.06-1.15 ms with 4,096-16,384 rows a
+# block, 1.43 with 131,072, 2.85 with one store-long block.
+_BLOCK = 8_192
 
 
 def _row_ids(found: array[int]) -> npt.NDArray[np.int32]:
@@ -146,6 +145,7 @@ class Postings:
         # store-long array. ``_totals_dirty``: a search was cut short before clearing.
         self._totals = np.zeros(0, dtype=np.float64)
         self._totals_dirty = False
+        self._block = np.zeros(0, dtype=np.float64)  # the compiled top's (_best_rows), zeros
 
     # --- writes -------------------------------------------------------------------
 
@@ -454,35 +454,68 @@ class Postings:
         """:meth:`top` through the compiled loops: the same cut, the same floats. The
         candidates are taken by a second pass over the postings (which also clears the
         totals) instead of a pass over a store-long array."""
+        if within is None:
+            return self._best_rows(loops, terms, limit)
         lists = self._compiled_totals(loops, terms) if limit > 0 else []
         if not lists:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         totals = self._totals
-        if within is not None:
-            candidates = np.unique(np.asarray(within, dtype=np.int64))
-            candidates = candidates[(candidates >= 0) & (candidates < len(totals))]
-            scores = totals[candidates]
-            keep = scores > 0.0
-            self._clear_totals(loops, lists)
-            return best_first(candidates[keep], scores[keep], limit)
-        shortest = self._shortest_list(terms, limit)
-        floor = 0.0  # every term matches fewer rows: every matched row is a candidate
-        if shortest is not None:
-            among = totals[shortest]
-            floor = float(np.partition(among, len(among) - limit)[len(among) - limit])
-        size = sum(len(rows) for rows in lists)
-        first = min(int(rows[0]) for rows in lists)
-        end = max(int(rows[-1]) for rows in lists) + 1
-        rows_taken = np.empty(min(size, end - first), dtype=np.int64)
-        scores_taken = np.empty(len(rows_taken), dtype=np.float64)
-        if size * _SCAN_SHARE > end - first:  # the postings name a large share of the rows
-            taken = loops.take_at_least_in(totals, first, end, floor, rows_taken, scores_taken)
-        else:
-            taken = 0
-            for rows in lists:
-                taken = loops.take_at_least(totals, rows, floor, rows_taken, scores_taken, taken)
-        self._totals_dirty = False
-        return best_first(rows_taken[:taken], scores_taken[:taken], limit)
+        candidates = np.unique(np.asarray(within, dtype=np.int64))
+        candidates = candidates[(candidates >= 0) & (candidates < len(totals))]
+        scores = totals[candidates]
+        keep = scores > 0.0
+        self._clear_totals(loops, lists)
+        return best_first(candidates[keep], scores[keep], limit)
+
+    def _best_rows(
+        self, loops: ModuleType, terms: Sequence[str], limit: int
+    ) -> tuple[IntArray, FloatArray]:
+        """:meth:`top` without ``within`` through the compiled loops, a block of rows at a
+        time (:func:`~hybrid_memory._index._scoring_loops.best_rows`): the same rows and
+        floats, without a store-long array of totals."""
+        empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if not self._live_count or not terms or limit <= 0:
+            return empty
+        avgdl = self._live_tokens / self._live_count
+        live, only_live = self._live, bool(self._dead)
+        per_length = constant = 0.0
+        lists: list[npt.NDArray[np.int32]] = []
+        term_tfs: list[npt.NDArray[np.float32]] = []
+        weights: list[float] = []
+        for term in terms:
+            found = self._rowids.get(term)
+            if found is None:
+                continue
+            rows = _row_ids(found)
+            matching = loops.count_live(rows, live) if only_live else len(rows)
+            if not matching:
+                continue
+            per_length, constant, weight = bm25_factors(avgdl, bm25_idf(matching, self._live_count))
+            lists.append(rows)
+            term_tfs.append(np.frombuffer(self._tfs[term], dtype=np.float32))
+            weights.append(weight)
+        if not lists:
+            return empty
+        out_rows = np.empty(min(limit, sum(len(rows) for rows in lists)), dtype=np.int64)
+        out_scores = np.empty(len(out_rows), dtype=np.float64)
+        if len(self._block) != _BLOCK:
+            self._block = np.zeros(_BLOCK, dtype=np.float64)
+        size = loops.best_rows(
+            loops.row_lists(lists),
+            loops.tf_lists(term_tfs),
+            np.array(weights),
+            self._length,
+            live,
+            only_live,
+            per_length,
+            constant,
+            self._block,
+            out_rows,
+            out_scores,
+        )
+        rows_found, scores_found = out_rows[:size], out_scores[:size]
+        order = np.lexsort((rows_found, -scores_found))
+        return rows_found[order], scores_found[order]
 
     def _compiled_scores(
         self, loops: ModuleType, terms: Sequence[str]

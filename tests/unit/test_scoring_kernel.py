@@ -44,9 +44,9 @@ def compiled(loops: ModuleType) -> Iterator[None]:
         scoring_kernel.use(previous)
 
 
-# Both ways the compiled path takes its candidates: over the postings ("walk", a share
-# that never scans), or over the totals of the rows they span ("scan", always).
-CANDIDATES_BY = pytest.mark.parametrize("scan_share", [0, 10**9], ids=["walk", "scan"])
+# The compiled top totals rows a block at a time: blocks of 4 rows (a query's rows over
+# many blocks, rows of one term in several) and the default's (every row in one).
+BLOCKS = pytest.mark.parametrize("block", [4, postings_module._BLOCK], ids=["4 rows", "default"])
 
 
 def tokens_of(rows: np.ndarray, texts: list[list[str]]) -> Tokens:
@@ -97,7 +97,7 @@ queries_strategy = st.lists(
 )
 
 
-@CANDIDATES_BY
+@BLOCKS
 @settings(max_examples=150, deadline=None)
 @given(
     steps=steps_strategy,
@@ -107,13 +107,13 @@ queries_strategy = st.lists(
 )
 def test_the_compiled_loops_give_the_numpy_paths_floats_to_the_bit(
     loops: ModuleType,
-    scan_share: int,
+    block: int,
     steps: list[tuple[list[list[str]], list[int]]],
     queries: list[list[str]],
     limit: int,
     within: list[int] | None,
 ) -> None:
-    with patch.object(postings_module, "_SCAN_SHARE", scan_share):
+    with patch.object(postings_module, "_BLOCK", block):
         run_store_life(loops, steps, queries, limit, within)
 
 
@@ -140,16 +140,14 @@ def run_store_life(
             expected, got = both_paths(postings, loops, "top", query, limit, asked)
             assert_identical(expected, got)
             # The totals are left all zeros: the next search starts clean.
-            assert not postings._totals.any()
+            assert not postings._totals.any() and not postings._block.any()
 
 
-@CANDIDATES_BY
-def test_hand_made_cases_where_a_wrong_loop_would_differ(
-    loops: ModuleType, scan_share: int
-) -> None:
+@BLOCKS
+def test_hand_made_cases_where_a_wrong_loop_would_differ(loops: ModuleType, block: int) -> None:
     """Rows far apart, a row in every list, a term repeated, tombstones within a list,
     scores that tie: each checked against the numpy path."""
-    with patch.object(postings_module, "_SCAN_SHARE", scan_share):
+    with patch.object(postings_module, "_BLOCK", block):
         check_hand_made_cases(loops)
 
 
