@@ -295,6 +295,17 @@ class IndexReads:
     def superseding(self, key: str, ids: Sequence[str]) -> dict[str, str]:
         """For those of ``ids`` that some memory names in its metadata ``key`` (a single
         string: :mod:`hybrid_memory._supersession`), the newest such memory's id."""
+        # Most stores have no such memory: one look at the index says so (~6 us at
+        # 100,000 memories) where the search by value of a search's ~250 candidates
+        # costs ~100 us.
+        if not ids or (
+            self._conn.execute(
+                "SELECT 1 FROM memory_meta WHERE key = ? AND kind = 's' AND in_array = 0 LIMIT 1",
+                [key],
+            ).fetchone()
+            is None
+        ):
+            return {}
         out: dict[str, tuple[float, str]] = {}
         for chunk, marks in chunks(ids):
             for older, newer, created in self._conn.execute(
