@@ -55,8 +55,8 @@ _MERGE_MIN = 4096
 _FEW_TOKENS = 256  # a batch with at most these tokens is added without numpy
 # The compiled loops' top totals a query's rows this many at a time (64 KB of totals,
 # which stay in the processor's cache). At 1,000,000 memories, 200 benchmark questions
-# with the cache emptied first: keyword leg p50 1.06-1.15 ms with 4,096-16,384 rows a
-# block, 1.43 with 131,072, 2.85 with one store-long block.
+# with the cache emptied first, the scoring and clearing loops alone: p50 1.04-1.15 ms
+# with 4,096-16,384 rows a block, 1.43 with 131,072 (docs/performance.md).
 _BLOCK = 8_192
 
 
@@ -140,9 +140,10 @@ class Postings:
         self._live_tokens = 0.0
         self._dead = 0  # removed rows whose postings are still in the arrays
         self.high = 0  # the largest row id ever added
-        # The compiled loops' totals, one per row id: all zeros between searches (each
-        # search clears the rows it scored), so that no search allocates and zeroes a
-        # store-long array. ``_totals_dirty``: a search was cut short before clearing.
+        # The compiled loops' totals for scores() and top(within=...), one per row id:
+        # all zeros between searches (each search clears the rows it scored), so that no
+        # search allocates and zeroes a store-long array. ``_totals_dirty``: a search was
+        # cut short before clearing.
         self._totals = np.zeros(0, dtype=np.float64)
         self._totals_dirty = False
         self._block = np.zeros(0, dtype=np.float64)  # the compiled top's (_best_rows), zeros
@@ -451,9 +452,9 @@ class Postings:
     def _compiled_top(
         self, loops: ModuleType, terms: Sequence[str], limit: int, within: IntArray | None
     ) -> tuple[IntArray, FloatArray]:
-        """:meth:`top` through the compiled loops: the same cut, the same floats. The
-        candidates are taken by a second pass over the postings (which also clears the
-        totals) instead of a pass over a store-long array."""
+        """:meth:`top` through the compiled loops, the same rows and floats: a block of
+        rows at a time (:meth:`_best_rows`), or, ``within`` given, those rows' totals read
+        off the kept array of totals (which :meth:`scores` uses too)."""
         if within is None:
             return self._best_rows(loops, terms, limit)
         lists = self._compiled_totals(loops, terms) if limit > 0 else []
