@@ -7,11 +7,14 @@ The scale benchmark's memories (``benchmarks/scale.py``: real sentences from
 (a partial sort of every matched posting), the two alternating, and checks that both
 give the same rankings and scores. With ``--kernel``, the numpy path and the compiled
 loops (numba, ``hybrid_memory/_index/scoring_kernel.py``) alternate instead, and the
-rankings and scores of the two are checked to be identical to the bit. Figures only, no
-assertions; the machine's load average is printed beside them.
+rankings and scores of the two are checked to be identical to the bit. With ``--cold``,
+a 64 MB buffer is read and written before each question, as a search's Chroma query
+leaves the processor's caches between two keyword legs. Figures only, no assertions; the
+machine's load average is printed beside them.
 
     python benchmarks/keyword_leg.py --n 1000000 --compare
     python benchmarks/keyword_leg.py --n 100000 --kernel --passes 4
+    python benchmarks/keyword_leg.py --n 1000000 --cold
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from hybrid_memory._settings import HybridMemorySettings
 
 DEPTH = 100
 BATCH = 20_000
+_CACHE_FLUSH = 64 * 1024 * 1024  # bytes: twice this machine's last-level cache
 current_top = postings_module.Postings.top
 
 
@@ -73,6 +77,9 @@ def main() -> int:
     parser.add_argument("--compare", action="store_true", help="also time the previous cut")
     parser.add_argument(
         "--kernel", action="store_true", help="time the numpy path against the compiled loops"
+    )
+    parser.add_argument(
+        "--cold", action="store_true", help="empty the processor's caches before each question"
     )
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     args = parser.parse_args()
@@ -113,6 +120,7 @@ def main() -> int:
     times: dict[str, list[float]] = {name: [] for name in ways}
     for question in questions:  # first-time costs (term lookups) out of the timing
         index.search(question, DEPTH)
+    flush = np.zeros(_CACHE_FLUSH // 8) if args.cold else None
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     try:
         for turn in range(args.passes):
@@ -121,6 +129,8 @@ def main() -> int:
                 postings_module.Postings.top, _ = ways[name]  # type: ignore[method-assign]
                 scoring_kernel.use(ways[name][1])
                 for question in questions:
+                    if flush is not None:
+                        flush += 1.0  # read and written: the caches hold it, not the index
                     began = time.perf_counter()
                     index.search(question, DEPTH)
                     times[name].append((time.perf_counter() - began) * 1e3)
