@@ -216,7 +216,7 @@ def best_rows(
     processor's cache. Totalled in one store-long array instead, a question's postings
     read and wrote it all over (8 MB at 1,000,000 memories), and once another search's
     Chroma query had emptied the cache, that was most of the keyword leg's time (200
-    benchmark questions at 1,000,000: p50 2.6 -> 1.1 ms with the cache emptied first).
+    benchmark questions at 1,000,000, cache emptied first: p50 ~2.9 -> ~1.65 ms).
     Each block's rows are then offered once to a heap of the best so far, which ranks
     equal totals by row, as :func:`~hybrid_memory._index.bm25_scores.best_first` does."""
     terms = len(row_lists)
@@ -257,22 +257,15 @@ def best_rows(
             )
 
 
-def row_lists(lists: list[np.ndarray]) -> List:
-    """The postings lists as :func:`best_rows` takes them (a typed list: no copy)."""
-    typed = List.empty_list(_ROWS)
-    for rows in lists:
-        typed.append(rows)
-    return typed
-
-
-def tf_lists(lists: list[np.ndarray]) -> List:
-    """The term frequencies as :func:`best_rows` takes them."""
-    typed = List.empty_list(float32[::1])
-    for tfs in lists:
-        typed.append(tfs)
-    return typed
+def typed_lists(rows: list[np.ndarray], tfs: list[np.ndarray]) -> tuple[List, List]:
+    """A query's postings lists and term frequencies as :func:`best_rows` takes them
+    (typed lists of the arrays themselves: no copy)."""
+    typed_rows, typed_tfs = List.empty_list(_ROWS), List.empty_list(float32[::1])
+    for row_list, tf_list in zip(rows, tfs, strict=True):
+        typed_rows.append(row_list)
+        typed_tfs.append(tf_list)
+    return typed_rows, typed_tfs
 
 
 # The typed lists' own methods compile at their first use: here, in the loader's thread.
-row_lists([np.zeros(1, dtype=np.int32)])
-tf_lists([np.zeros(1, dtype=np.float32)])
+typed_lists([np.zeros(1, dtype=np.int32)], [np.zeros(1, dtype=np.float32)])

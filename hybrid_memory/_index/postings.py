@@ -477,37 +477,22 @@ class Postings:
         empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if not self._live_count or not terms or limit <= 0:
             return empty
-        avgdl = self._live_tokens / self._live_count
-        live, only_live = self._live, bool(self._dead)
-        per_length = constant = 0.0
-        lists: list[npt.NDArray[np.int32]] = []
-        term_tfs: list[npt.NDArray[np.float32]] = []
-        weights: list[float] = []
-        for term in terms:
-            found = self._rowids.get(term)
-            if found is None:
-                continue
-            rows = _row_ids(found)
-            matching = loops.count_live(rows, live) if only_live else len(rows)
-            if not matching:
-                continue
-            per_length, constant, weight = bm25_factors(avgdl, bm25_idf(matching, self._live_count))
-            lists.append(rows)
-            term_tfs.append(np.frombuffer(self._tfs[term], dtype=np.float32))
-            weights.append(weight)
-        if not lists:
+        scored = list(self._live_terms(loops, terms))
+        if not scored:
             return empty
+        lists = [rows for rows, _, _ in scored]
+        weights = np.array([weight for _, _, (_, _, weight) in scored])
+        per_length, constant, _ = scored[0][2]  # the same for every term (avgdl)
         out_rows = np.empty(min(limit, sum(len(rows) for rows in lists)), dtype=np.int64)
         out_scores = np.empty(len(out_rows), dtype=np.float64)
         if len(self._block) != _BLOCK:
             self._block = np.zeros(_BLOCK, dtype=np.float64)
         size = loops.best_rows(
-            loops.row_lists(lists),
-            loops.tf_lists(term_tfs),
-            np.array(weights),
+            *loops.typed_lists(lists, [tfs for _, tfs, _ in scored]),
+            weights,
             self._length,
-            live,
-            only_live,
+            self._live,
+            bool(self._dead),
             per_length,
             constant,
             self._block,
@@ -543,19 +528,9 @@ class Postings:
         elif self._totals_dirty:  # a search was interrupted between scoring and clearing
             self._totals.fill(0.0)
         totals, length, live, only_live = self._totals, self._length, self._live, bool(self._dead)
-        avgdl = self._live_tokens / self._live_count
         lists: list[npt.NDArray[np.int32]] = []
         self._totals_dirty = True
-        for term in terms:
-            found = self._rowids.get(term)
-            if found is None:
-                continue
-            rows = _row_ids(found)
-            matching = loops.count_live(rows, live) if only_live else len(rows)
-            if not matching:
-                continue
-            per_length, constant, weight = bm25_factors(avgdl, bm25_idf(matching, self._live_count))
-            tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+        for rows, tfs, (per_length, constant, weight) in self._live_terms(loops, terms):
             loops.add_term_scores(
                 totals, rows, tfs, length, live, only_live, per_length, constant, weight
             )
@@ -563,6 +538,26 @@ class Postings:
         if not lists:
             self._totals_dirty = False
         return lists
+
+    def _live_terms(
+        self, loops: ModuleType, terms: Sequence[str]
+    ) -> Iterator[
+        tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], tuple[float, float, float]]
+    ]:
+        """Each of ``terms`` (in order, repeats kept) that some live row holds: its
+        postings (row ids, removed ones included; tfs) and its BM25 factors
+        (:func:`~hybrid_memory._index.bm25_scores.bm25_factors`), for the compiled loops."""
+        avgdl = self._live_tokens / self._live_count
+        live, only_live = self._live, bool(self._dead)
+        for term in terms:
+            found = self._rowids.get(term)
+            if found is None:
+                continue
+            rows = _row_ids(found)
+            matching = loops.count_live(rows, live) if only_live else len(rows)
+            if matching:
+                tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+                yield rows, tfs, bm25_factors(avgdl, bm25_idf(matching, self._live_count))
 
     def _clear_totals(self, loops: ModuleType, lists: list[npt.NDArray[np.int32]]) -> None:
         for rows in lists:
