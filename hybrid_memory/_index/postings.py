@@ -60,6 +60,12 @@ _FEW_TOKENS = 256  # a batch with at most these tokens is added without numpy
 _BLOCK = 8_192
 
 
+def _address(values: np.ndarray) -> int:
+    """Where ``values``' data starts in memory (for the compiled loops)."""
+    address: int = values.__array_interface__["data"][0]
+    return address
+
+
 def _row_ids(found: array[int]) -> npt.NDArray[np.int32]:
     """A term's row ids, as stored (the one place that knows their width)."""
     return np.frombuffer(found, dtype=_ROW)
@@ -480,16 +486,19 @@ class Postings:
         scored = list(self._live_terms(loops, terms))
         if not scored:
             return empty
-        lists = [rows for rows, _, _ in scored]
-        weights = np.array([weight for _, _, (_, _, weight) in scored])
-        per_length, constant, _ = scored[0][2]  # the same for every term (avgdl)
-        out_rows = np.empty(min(limit, sum(len(rows) for rows in lists)), dtype=np.int64)
+        lengths = np.array([len(rows) for rows, _, _ in scored], dtype=np.int64)
+        out_rows = np.empty(min(limit, int(lengths.sum())), dtype=np.int64)
         out_scores = np.empty(len(out_rows), dtype=np.float64)
         if len(self._block) != _BLOCK:
             self._block = np.zeros(_BLOCK, dtype=np.float64)
+        per_length, constant, _ = scored[0][2]  # the same for every term (avgdl)
+        # The loops read the postings where they are (``scored`` keeps them alive, and
+        # the index's lock unchanged, until they return).
         size = loops.best_rows(
-            *loops.typed_lists(lists, [tfs for _, tfs, _ in scored]),
-            weights,
+            np.array([_address(rows) for rows, _, _ in scored], dtype=np.int64),
+            np.array([_address(tfs) for _, tfs, _ in scored], dtype=np.int64),
+            lengths,
+            np.array([weight for _, _, (_, _, weight) in scored]),
             self._length,
             self._live,
             bool(self._dead),

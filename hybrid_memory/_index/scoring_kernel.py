@@ -24,10 +24,10 @@ import sys
 import threading
 from types import ModuleType
 
-# A store this large gets the loops. numba costs a process ~175 MB of resident memory
+# A store this large gets the loops. numba costs a process ~160 MB of resident memory
 # (measured: +114 MB importing it, 95 of them LLVM's shared library pages, +45 MB loading
-# the loops, +14 MB its typed lists) and 1.5-2.5 s of CPU once, in the background (with
-# the loops in numba's on-disk cache; 4 s compiling them); they save keyword-leg time in
+# the loops) and ~1 s of CPU once, in the background (with the loops in numba's on-disk
+# cache; 4 s compiling them); they save keyword-leg time in
 # proportion to the store. At 100,000 memories they saved ~0.2 ms of a ~7 ms search (p50)
 # while the extra memory took our RSS growth from ~1.35x Chroma's to 1.67-1.73x (paired
 # runs, benchmarks/results/scale-100k-2026-11-28-kernel.json); at 1,000,000 they save ~4 ms
