@@ -77,10 +77,10 @@ def clear(totals, rows):
 
 
 @intrinsic
-def _address(typingctx, value):  # type: ignore[no-untyped-def]
+def _address(typingctx, value):
     """The int64 ``value`` as a pointer (LLVM ``inttoptr``)."""
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
 
     return types.voidptr(types.int64), codegen
@@ -89,13 +89,13 @@ def _address(typingctx, value):  # type: ignore[no-untyped-def]
 @njit(cache=_CACHE, nogil=True)
 def _int32s(address, length):
     """The ``length`` int32 values at ``address``, as an array (no copy)."""
-    return carray(_address(address), (length,), np.int32)
+    return carray(_address(address), (length,), np.int32)  # type: ignore[call-arg]
 
 
 @njit(cache=_CACHE, nogil=True)
 def _float32s(address, length):
     """The ``length`` float32 values at ``address``, as an array (no copy)."""
-    return carray(_address(address), (length,), np.float32)
+    return carray(_address(address), (length,), np.float32)  # type: ignore[call-arg]
 
 
 @njit(
