@@ -56,22 +56,36 @@ class _Tag:
 
     __slots__ = ("_oldest", "_rows", "_size")
 
-    def __init__(self, rows: RowArray) -> None:
+    def __init__(self, rows: RowArray, oldest: RowArray | None = None) -> None:
         self._rows = rows
         self._size = len(rows)
-        self._oldest: RowArray | None = None  # positions oldest first (its first _size)
+        self._oldest = oldest  # positions oldest first (its first _size); None: not made
 
     @property
     def rows(self) -> RowArray:
         return self._rows[: self._size]
 
-    def newest_first(self, times: FloatArray) -> RowArray:
-        # Ties in time: the later row first (as SQLite reads a (tag, created_at) index
-        # backwards, which the SQL form of this leg does).
+    def order(self, times: FloatArray) -> RowArray:
+        """The positions of the rows oldest first, by their creation times ``times``
+        (made the first time). Ties in time: the lower row first, so that read backwards
+        the later row comes first (as SQLite reads a (tag, created_at) index backwards,
+        which the SQL form of this leg does)."""
         if self._oldest is None:
             rows = self.rows
             self._oldest = np.lexsort((rows, times[rows])).astype(_ROW)
-        return self._oldest[: self._size][::-1]
+        return self._oldest[: self._size]
+
+    def newest_first(self, times: FloatArray) -> RowArray:
+        return self.order(times)[::-1]
+
+    def without(self, keep: BoolArray) -> _Tag:
+        """This tag without the rows where ``keep`` (one flag per row) is False, its time
+        order kept (the rest keep their order: no sort)."""
+        if self._oldest is None:
+            return _Tag(self.rows[keep])
+        oldest = self._oldest[: self._size]
+        renumbered = np.cumsum(keep) - 1  # each kept row's position among those kept
+        return _Tag(self.rows[keep], renumbered[oldest[keep[oldest]]].astype(_ROW))
 
     def append(self, rows: RowArray, times: FloatArray) -> None:
         """Add carriers above every held row (``rows`` ascending, their times in
@@ -157,7 +171,12 @@ class TagCarriers:
         held = _as_rows(rows)
         self._set_times(held, np.asarray(created, dtype=np.float64))
         self._drop(tag)
+        # The time order is made as the carriers are read, not by the first search that
+        # asks for the tag's newest: at 1,000,000 memories a tag with 55,000 carriers
+        # took that search 4-6 ms longer (~0.8 ms a search on average over the first
+        # searches of a process, and the first search after an add naming a new tag).
         self._tags[tag] = _Tag(held)
+        self._tags[tag].order(self._times)
         self._size += len(held)
         self._make_room({tag, *keep})
 
@@ -274,7 +293,9 @@ class TagCarriers:
             if found.any():
                 keep = np.ones(len(held.rows), dtype=bool)
                 keep[at[found]] = False
-                self._tags[tag] = _Tag(held.rows[keep])
+                # Its time order kept: sorted again, a common tag's cost the next search
+                # 4-6 ms at 1,000,000 memories after every update or delete.
+                self._tags[tag] = held.without(keep)
                 self._size -= int(found.sum())
 
     def clear(self) -> None:
