@@ -13,10 +13,12 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
 from hybrid_memory._filters import Node, parse_filter, to_sql
+from hybrid_memory._index import tags as tags_module
 from hybrid_memory._index.carriers import TagCarriers
 from hybrid_memory._index.index import KeywordIndex
 from hybrid_memory._index.tags import TagMatch
@@ -282,6 +284,23 @@ def test_a_reopened_index_reads_every_tag_once_then_follows_its_writes(tmp_path:
     _assert_like_reference(index, rng)
     assert [m.id for m in index.tag_carriers(["brand new", "nobody's"], 5)] == ["late"]
     assert len(reads) == 1
+    index.close()
+
+
+def test_a_reopened_index_with_many_carriers_reads_them_tag_by_tag(tmp_path: Path) -> None:
+    """Past ``_READ_ALL_UP_TO`` carriers, no search reads them all: each tag is read when
+    a search first asks for it, with the same answers."""
+    path = str(tmp_path / "index.sqlite3")
+    first = KeywordIndex(path, TOKENIZER)
+    first.upsert(_rows(300, seed=25))
+    first.close()
+    index = KeywordIndex(path, TOKENIZER)
+    reads = _carrier_reads(index)
+    with patch.object(tags_module, "_READ_ALL_UP_TO", 50):
+        _assert_like_reference(index, random.Random(7))
+    assert len(reads) > 1
+    assert all("WHERE tag = ?" in sql for sql in reads)
+    assert not index.tags.carriers.complete
     index.close()
 
 
