@@ -43,14 +43,20 @@ def bm25_factors(avgdl: float, idf: float) -> tuple[float, float, float]:
 
 
 def bm25_term_scores(
-    tf: npt.NDArray[np.floating], length: npt.NDArray[np.floating], avgdl: float, idf: float
+    tf: npt.NDArray[np.floating],
+    length: npt.NDArray[np.floating],
+    avgdl: float,
+    idf: float | FloatArray,
 ) -> FloatArray:
-    """One term's BM25 contribution for each (tf, document length) pair.
+    """A term's BM25 contribution for each (tf, document length) pair; ``idf`` one for
+    all, or one per pair (the postings of several terms scored in one pass: the same
+    floats as term by term, in far fewer numpy calls for a long question).
 
     Computed as ``idf·(k1+1) · tf / (tf + k1·(1−b) + (k1·b/avgdl)·|d|)``, the scalars
     folded first and the arrays updated in place: a common term has postings in a
     large share of the store, and each pass over them is a search's time."""
-    per_length, constant, weight = bm25_factors(avgdl, idf)
+    per_length, constant, per_idf = bm25_factors(avgdl, 1.0)
+    weight = idf * per_idf  # idf·(k1+1): bm25_factors' float, for one idf or many
     tf = tf.astype(np.float64)  # a copy: ``out`` below must not alias the caller's arrays
     out = length.astype(np.float64)
     out *= per_length
