@@ -46,20 +46,28 @@ def _as_rows(rows: npt.ArrayLike) -> RowArray:
 
 
 class _Tag:
-    """One tag's carriers: row ids ascending and (once asked for) their positions
-    oldest first, by the creation times the owner keeps per row (``times``).
+    """One tag's carriers: row ids ascending and (once made: when a write starts the tag,
+    when it is read, or by the first search asking) their positions oldest first, by
+    the creation times the owner keeps per row (``times``).
 
     The arrays keep room to grow: carriers above every held row (new memories) are
     written in place, and when they are also the newest (a memory just stored) their
     positions go at the end of the time order. Copying every carrier of a common tag on
     each add cost a time that grows with the store."""
 
-    __slots__ = ("_oldest", "_rows", "_size")
+    __slots__ = ("_oldest", "_rows", "_size", "_used")
 
     def __init__(self, rows: RowArray, oldest: RowArray | None = None) -> None:
         self._rows = rows
         self._size = len(rows)
         self._oldest = oldest  # positions oldest first (its first _size); None: not made
+        self._used = False  # whether a search has asked for the order since it was made
+
+    @classmethod
+    def ordered(cls, rows: RowArray, times: FloatArray) -> _Tag:
+        """A tag of ``rows`` with its time order made at once (cheap for the few rows a
+        write starts a tag with; appends in time order then keep it: see :meth:`append`)."""
+        return cls(rows, np.lexsort((rows, times[rows])).astype(_ROW))
 
     @property
     def rows(self) -> RowArray:
@@ -73,6 +81,7 @@ class _Tag:
         if self._oldest is None:
             rows = self.rows
             self._oldest = np.lexsort((rows, times[rows])).astype(_ROW)
+        self._used = True
         return self._oldest[: self._size]
 
     def newest_first(self, times: FloatArray) -> RowArray:
@@ -85,11 +94,20 @@ class _Tag:
             return _Tag(self.rows[keep])
         oldest = self._oldest[: self._size]
         renumbered = np.cumsum(keep) - 1  # each kept row's position among those kept
-        return _Tag(self.rows[keep], renumbered[oldest[keep[oldest]]].astype(_ROW))
+        kept = _Tag(self.rows[keep], renumbered[oldest[keep[oldest]]].astype(_ROW))
+        kept._used = self._used
+        return kept
 
     def append(self, rows: RowArray, times: FloatArray) -> None:
         """Add carriers above every held row (``rows`` ascending, their times in
-        ``times`` already)."""
+        ``times`` already).
+
+        The time order, when made, is kept: new carriers newer than every held one (a
+        store filling over time) go at its end; older ones are merged in when a search
+        has used the order since it was made, else the order is let go, for the next
+        search that needs it to make (a store filled with out-of-order times would
+        otherwise pay a merge per tag and batch: ~29 s over a million memories in
+        batches of 1,000)."""
         held, added = self._size, len(rows)
         room = held + added + (held >> 3) + 16  # an eighth more: amortised copies
         if held + added > len(self._rows):
@@ -106,6 +124,9 @@ class _Tag:
         newest_held = times[self._rows[self._oldest[held - 1]]] if held else -np.inf
         if fresh[0] >= newest_held:
             self._oldest[held : held + added] = held + order  # newer than every held one
+            return
+        if not self._used:
+            self._oldest = None
             return
         # Among the held ones by time; a new row, above every held one, comes after
         # those of equal time.
@@ -193,10 +214,8 @@ class TagCarriers:
         """A tag of the carriers ``rows`` just read (ascending, their times set), its time
         order made now rather than by the first search that asks for the tag's newest: at
         1,000,000 memories a tag with 55,000 carriers took that search 4-6 ms longer. (A
-        tag that rows written here start gets its order from the first search: made on
-        every write, out-of-order creation times would cost a store filled in this
-        process a merge per tag and batch, ~29 s over a million memories in batches of
-        1,000.)"""
+        tag that rows written here start gets its order at its start, kept while
+        carriers come in time order: :meth:`_Tag.append`.)"""
         tag = _Tag(rows)
         tag.order(self._times)
         return tag
@@ -275,7 +294,7 @@ class TagCarriers:
             self._set_times(rows, np.asarray(times, dtype=np.float64))
             held = self._tags.get(tag)
             if held is None:  # complete: a tag nobody carried yet
-                held = self._tags[tag] = _Tag(np.unique(rows))
+                held = self._tags[tag] = _Tag.ordered(np.unique(rows), self._times)
                 self._size += len(held.rows)
                 continue
             before = len(held.rows)
