@@ -27,14 +27,15 @@ from types import ModuleType
 # A store this large gets the loops. numba costs a process ~160 MB of resident memory
 # (measured: +114 MB importing it, 95 of them LLVM's shared library pages, +45 MB loading
 # the loops) and ~1 s of CPU once, in the background (with the loops in numba's on-disk
-# cache; 4 s compiling them); they save keyword-leg time in
-# proportion to the store. At 100,000 memories they saved ~0.2 ms of a ~7 ms search (p50)
-# while the extra memory took our RSS growth from ~1.35x Chroma's to 1.67-1.73x (paired
-# runs, benchmarks/results/scale-100k-2026-11-28-kernel.json); at 1,000,000 they save ~4 ms
-# at p50 and ~13 ms at p95, and 160 MB is ~5% of the store's growth. Interpolating the
-# RSS growth of both sizes linearly, from ~400,000 memories up ours plus numba stays within
-# 1.5x Chroma's: an estimate, not a measurement at that size.
-LOAD_FROM_ROWS = 500_000
+# cache; 4 s compiling them); they save keyword-leg time in proportion to the store.
+# At 100,000 memories they take the keyword leg from ~0.6 to ~0.4 ms of a ~4.5 ms search
+# (paired run, stage means: benchmarks/results/scale-100k-2026-11-29-loops-from-100k.json);
+# the RSS peak growth stayed 1.16x Chroma's, since they load at the first search, after a
+# bulk add's peak (with them loading during the ingest, from 20,000, it was 1.67-1.73x:
+# docs/performance.md). At 1,000,000 they save ~4 ms at p50 and ~13 ms at p95. Below
+# 100,000 the saving shrinks with the postings while the 160 MB weigh more against a
+# smaller process (and a short-lived one, the CLI, would pay the load for nothing).
+LOAD_FROM_ROWS = 100_000
 
 _loops: ModuleType | None = None
 _failure: str | None = None
