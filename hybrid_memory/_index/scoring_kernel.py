@@ -28,9 +28,9 @@ from types import ModuleType
 # (measured: +114 MB importing it, 95 of them LLVM's shared library pages, +45 MB loading
 # the loops) and ~1 s of CPU once, in the background (with the loops in numba's on-disk
 # cache; 4 s compiling them); they save keyword-leg time in proportion to the store.
-# At 100,000 memories they take the keyword leg from ~0.6 to ~0.4 ms of a ~4.5 ms search
-# (paired run, stage means: benchmarks/results/scale-100k-2026-11-29-loops-from-100k.json);
-# the RSS peak growth stayed 1.16x Chroma's, since they load at the first search, after a
+# At 100,000 memories they take the keyword leg from ~0.6 to ~0.45 ms of a ~4.5 ms search
+# (stage means of four paired rounds: benchmarks/results/scale-100k-2026-11-29-*.json);
+# the RSS peak growth stayed 1.16-1.20x Chroma's: they load at the first search, after a
 # bulk add's peak (with them loading during the ingest, from 20,000, it was 1.67-1.73x:
 # docs/performance.md). At 1,000,000 they save ~4 ms at p50 and ~13 ms at p95. Below
 # 100,000 the saving shrinks with the postings while the 160 MB weigh more against a
