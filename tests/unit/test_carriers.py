@@ -135,7 +135,7 @@ def test_rows_removed_after_the_order_was_made_keep_it_exact() -> None:
 def test_tags_started_by_writes_keep_their_order_through_writes_in_time_order() -> None:
     """A store filled in this process: a tag gets its time order when a write starts it,
     and batches newer than every carrier keep it without a sort (the first search naming
-    a tag used to sort its carriers: ~2 ms for a person's tag at 100,000 memories). A
+    a tag used to sort its carriers, among the slowest of a benchmark's first pass). A
     batch with older times lets an order no search has used go (made again when asked),
     and is merged into one a search has used; every answer stays that of the carriers
     read afresh."""
