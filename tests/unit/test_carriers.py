@@ -132,50 +132,108 @@ def test_rows_removed_after_the_order_was_made_keep_it_exact() -> None:
         assert got.tolist() == expected.tolist()
 
 
+def answers_as_read_afresh(
+    carriers: TagCarriers, rows: np.ndarray, created: np.ndarray, asked: list[tuple[int, object]]
+) -> None:
+    """Every ``(limit, within)`` in ``asked`` gets from ``carriers`` the answer of tag "t"
+    read afresh from ``rows`` and their times ``created``."""
+    fresh = TagCarriers()
+    fresh.put("t", rows, created)
+    for limit, within in asked:
+        for got, expected in zip(
+            carriers.newest("t", limit, within), fresh.newest("t", limit, within), strict=True
+        ):
+            assert got.tolist() == expected.tolist()
+
+
 def test_tags_started_by_writes_keep_their_order_through_writes_in_time_order() -> None:
     """A store filled in this process: a tag gets its time order when a write starts it,
     and batches newer than every carrier keep it without a sort (the first search naming
     a tag used to sort its carriers, among the slowest of a benchmark's first pass). A
-    batch with older times lets an order no search has used go (made again when asked),
-    and is merged into one a search has used; every answer stays that of the carriers
-    read afresh."""
+    batch with older times starts a run of its own (the newest carriers come from the
+    runs' tails; a filtered search merges them), runs are merged while the last is at
+    least half the one before, and every answer stays that of the carriers read
+    afresh."""
     rng = np.random.default_rng(17)
     rows = np.arange(1, 1_201, dtype=np.int64)
     created = np.repeat(np.arange(60, dtype=np.float64), 20)  # in time order, with ties
     created[600:700] -= 30.0  # a batch of older memories (an import, say)
-    created[900:1_000] -= 45.0  # another, once both orders have been used
+    created[900:1_000] -= 45.0  # another, once the first run has grown
+    created[1_100:1_150] -= 50.0  # and two more, small ones
+    created[1_150:1_200] -= 55.0
 
-    def write(carriers: TagCarriers, start: int) -> None:
-        batch = slice(start, start + 100)
-        carriers.add(rows[batch].tolist(), [("t",)] * 100, created[batch].tolist())
+    def write(carriers: TagCarriers, start: int, size: int = 100) -> None:
+        batch = slice(start, start + size)
+        carriers.add(rows[batch].tolist(), [("t",)] * size, created[batch].tolist())
 
-    def as_read_afresh(carriers: TagCarriers, upto: int) -> None:
-        fresh = TagCarriers()
-        fresh.put("t", rows[:upto], created[:upto])
+    def newest_only(carriers: TagCarriers, upto: int) -> None:
+        asked = [(limit, None) for limit in (1, 7, 150, 2_000)]
+        answers_as_read_afresh(carriers, rows[:upto], created[:upto], asked)
+
+    def filtered_too(carriers: TagCarriers, upto: int) -> None:
         within = np.unique(rng.choice(rows[:upto], size=50))
-        for limit, among in ((2_000, None), (30, within)):
-            for got, expected in zip(
-                carriers.newest("t", limit, among), fresh.newest("t", limit, among), strict=True
-            ):
-                assert got.tolist() == expected.tolist()
+        asked = [(2_000, None), (30, within)]
+        answers_as_read_afresh(carriers, rows[:upto], created[:upto], asked)
 
-    unsearched, searched = TagCarriers(complete=True), TagCarriers(complete=True)
+    carriers = TagCarriers(complete=True)
     for start in range(0, 600, 100):
-        write(unsearched, start)
-        write(searched, start)
-        assert unsearched._tags["t"]._oldest is not None  # kept, no sort waiting
-    as_read_afresh(searched, 600)  # a search uses its order from here on
-    write(unsearched, 600)
-    write(searched, 600)
-    assert unsearched._tags["t"]._oldest is None  # let go: the next search makes it
-    assert searched._tags["t"]._oldest is not None  # merged into
-    for start in range(700, 1_200, 100):
-        as_read_afresh(unsearched, start)
-        as_read_afresh(searched, start)
-        write(unsearched, start)
-        write(searched, start)
-    as_read_afresh(unsearched, 1_200)
-    as_read_afresh(searched, 1_200)
+        write(carriers, start)
+        assert carriers._tags["t"]._oldest is not None  # kept, no sort waiting
+    write(carriers, 600)
+    assert carriers._tags["t"]._runs == [0, 600]  # a run of its own: no sort
+    for start in range(700, 900, 100):
+        newest_only(carriers, start)  # from the runs' tails: the runs stay
+        write(carriers, start)
+    assert carriers._tags["t"]._runs == [0, 600]  # the later batches went on the last
+    write(carriers, 900)  # the last run (300) is half the first (600): merged first
+    assert carriers._tags["t"]._runs == [0, 900]
+    newest_only(carriers, 1_000)
+    write(carriers, 1_000)
+    write(carriers, 1_100, 50)
+    assert carriers._tags["t"]._runs == [0, 900, 1_100]
+    write(carriers, 1_150, 50)  # as large as the run before: merged, and again (100, 200)
+    assert carriers._tags["t"]._runs == [0, 900]
+    newest_only(carriers, 1_200)
+    filtered_too(carriers, 1_200)  # a filtered search merges the runs
+    assert carriers._tags["t"]._runs == [0]
+    newest_only(carriers, 1_200)
+
+
+def test_batches_in_any_time_order_and_removals_keep_every_answer_exact() -> None:
+    """Batches of random times (each one older or newer than the last), removals between
+    them and questions with and without a set of rows to choose from, in any order: the
+    runs a tag's order is held in (up to a few, then let go) give the answers of the
+    carriers read afresh."""
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        carriers = TagCarriers(complete=True)
+        rows = np.arange(1, 2_001, dtype=np.int64)
+        created = np.zeros(len(rows), dtype=np.float64)
+        alive = np.zeros(len(rows), dtype=bool)
+        written = 0
+        for _ in range(int(rng.integers(4, 30))):
+            size = int(rng.integers(1, 60))
+            batch = slice(written, written + size)
+            base = float(rng.integers(0, 500))
+            created[batch] = np.sort(base + rng.integers(0, 40, size=size))
+            if rng.random() < 0.3:
+                created[batch] = rng.permutation(created[batch])  # not in time order
+            carriers.add(rows[batch].tolist(), [("t",)] * size, created[batch].tolist())
+            alive[batch] = True
+            written += size
+            if rng.random() < 0.2:
+                gone = rng.choice(rows[:written], size=int(rng.integers(1, 20)))
+                carriers.remove(gone.tolist())
+                alive[np.isin(rows, gone)] = False
+            if rng.random() < 0.5:
+                limit = int(rng.integers(1, 80))
+                within = None
+                if rng.random() < 0.2:
+                    within = np.unique(rng.choice(rows[:written], size=30))
+                answers_as_read_afresh(carriers, rows[alive], created[alive], [(limit, within)])
+        held = carriers._tags["t"]
+        assert len(held._runs) <= 1 + int(np.log2(max(2, written)))  # a few at most
+        answers_as_read_afresh(carriers, rows[alive], created[alive], [(3_000, None)])
 
 
 def test_tags_a_search_is_reading_are_kept_past_capacity() -> None:
