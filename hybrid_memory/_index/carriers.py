@@ -60,11 +60,12 @@ class _Tag:
     whose times wrap) starts a run of its own, and runs are merged two at a time so that
     each holds more than twice the next (a handful, each carrier merged a few times
     over a store's life). A tag's newest carriers are the newest of the runs' tails;
-    the whole order (a filtered search's) merges them all. Before, such a batch let the
-    order go (no search had used it) or was merged into it (one had): the first search
-    naming a tag after a fill whose times wrapped sorted all its carriers (~1.4 ms for
-    45,000 at a million memories, for each tag a question names), and a merge per tag
-    and batch cost a time growing with the store."""
+    the whole order (a filtered search's) merges them all (merging them for every
+    search's newest instead cost the first 1.2-2.5 ms for 45,000 carriers, more than a
+    sort). Before, such a batch let the order go (no search had used it) or was merged
+    into it (one had): the first search naming a tag after a fill whose times wrapped
+    sorted all its carriers (~1.4 ms for 45,000 at a million memories, for each tag a
+    question names), and a merge per tag and batch cost a time growing with the store."""
 
     __slots__ = ("_oldest", "_rows", "_runs", "_size")
 
