@@ -89,9 +89,10 @@ class _Tag:
 
     def order(self, times: FloatArray) -> RowArray:
         """The positions of the rows oldest first, by their creation times ``times``
-        (made, or its runs merged, the first time). Ties in time: the lower row first,
-        so that read backwards the later row comes first (as SQLite reads a (tag,
-        created_at) index backwards, which the SQL form of this leg does)."""
+        (made the first time; its runs merged into one whenever there are several).
+        Ties in time: the lower row first, so that read backwards the later row comes
+        first (as SQLite reads a (tag, created_at) index backwards, which the SQL form of
+        this leg does)."""
         if self._oldest is None:
             rows = self.rows
             self._oldest = np.lexsort((rows, times[rows])).astype(_ROW)
