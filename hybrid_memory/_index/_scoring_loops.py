@@ -18,7 +18,7 @@ background thread, never on a search.
 from __future__ import annotations
 
 import numpy as np
-from numba import boolean, carray, float32, float64, int32, int64, njit, types, void
+from numba import boolean, carray, float32, float64, int32, int64, njit, types, uint16, void
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -98,12 +98,20 @@ def _float32s(address, length):
     return carray(_address(address), (length,), np.float32)  # type: ignore[call-arg]
 
 
+@njit(cache=_CACHE, nogil=True)
+def _uint16s(address, length):
+    """The ``length`` uint16 values at ``address``, as an array (no copy)."""
+    return carray(_address(address), (length,), np.uint16)  # type: ignore[call-arg]
+
+
 @njit(
     int64(
         _TOTALS,
         int64,
         _ROWS,
         float32[::1],
+        uint16[::1],
+        int64,
         int64,
         int64,
         float32[::1],
@@ -117,10 +125,25 @@ def _float32s(address, length):
     nogil=True,
 )
 def _score_block(
-    block, base, rows, tfs, at, end, length, live, only_live, per_length, constant, weight
+    block,
+    base,
+    rows,
+    tfs,
+    row_lengths,
+    cap,
+    at,
+    end,
+    length,
+    live,
+    only_live,
+    per_length,
+    constant,
+    weight,
 ):
     """:func:`add_term_scores` for the postings from ``at`` on whose rows are below
-    ``end``, into ``block`` (the totals of rows ``base`` on). Returns where it stopped."""
+    ``end``, into ``block`` (the totals of rows ``base`` on). Returns where it stopped.
+    Each posting's row length is ``row_lengths[at]``, or, where that is ``cap``,
+    ``length[row]`` (the same float either way: a count below ``cap`` is exact in both)."""
     stop = rows.shape[0]
     while at < stop:
         row = rows[at]
@@ -128,7 +151,11 @@ def _score_block(
             break
         if not only_live or live[row]:
             tf = np.float64(tfs[at])
-            denominator = np.float64(length[row]) * per_length
+            kept = row_lengths[at]
+            if kept == cap:
+                denominator = np.float64(length[row]) * per_length
+            else:
+                denominator = np.float64(kept) * per_length
             denominator += constant
             denominator += tf
             block[row - base] += tf / denominator * weight
@@ -206,6 +233,8 @@ def _take_block(block, base, rows, first, stop, out_rows, out_scores, size):
         int64[::1],
         int64[::1],
         int64[::1],
+        int64,
+        int64[::1],
         float64[::1],
         float32[::1],
         boolean[::1],
@@ -222,6 +251,8 @@ def _take_block(block, base, rows, first, stop, out_rows, out_scores, size):
 def best_rows(
     rows_at,
     tfs_at,
+    row_lengths_at,
+    cap,
     lengths,
     weights,
     length,
@@ -235,7 +266,8 @@ def best_rows(
 ):
     """The ``len(out_rows)`` best rows of a query whose terms (in the query's order)
     have ``lengths[t]`` postings, their rows (int32, ascending) at the address
-    ``rows_at[t]`` and their tfs (float32) at ``tfs_at[t]``, with their BM25 totals,
+    ``rows_at[t]``, their tfs (float32) at ``tfs_at[t]`` and their rows' lengths (uint16,
+    ``cap`` where ``length`` must be read) at ``row_lengths_at[t]``, with their BM25 totals,
     into ``out_rows``/``out_scores`` as a heap (the caller orders them); returns how
     many there are.
 
@@ -271,6 +303,8 @@ def best_rows(
                 base,
                 _int32s(rows_at[t], lengths[t]),
                 _float32s(tfs_at[t], lengths[t]),
+                _uint16s(row_lengths_at[t], lengths[t]),
+                cap,
                 at[t],
                 base + width,
                 length,

@@ -58,6 +58,15 @@ _FEW_TOKENS = 256  # a batch with at most these tokens is added without numpy
 # with the cache emptied first, the scoring and clearing loops alone: p50 1.04-1.15 ms
 # with 4,096-16,384 rows a block, 1.43 with 131,072 (docs/performance.md).
 _BLOCK = 8_192
+# Each posting also keeps its row's length (tokens), for the compiled top: read beside
+# the posting's row id and tf, where the per-row lengths (4 MB at a million rows, out of
+# the processor's caches once a search's Chroma query has run) were read at scattered
+# places, a cache miss for most postings. 2 bytes a posting (uint16); a length of
+# _LENGTH_CAP tokens or more is kept as _LENGTH_CAP, and the loop reads that row's length
+# from the per-row array instead. At 1,000,000 memories, the benchmark's 200 questions
+# with the caches emptied first: the loops' p50 ~1.7 -> ~1.2 ms (docs/performance.md).
+_LENGTH_CAP = 65_535
+_LENGTH_CODE = "H"
 
 
 def _address(values: np.ndarray) -> int:
@@ -135,6 +144,7 @@ class Postings:
     def __init__(self) -> None:
         self._rowids: dict[str, array[int]] = {}
         self._tfs: dict[str, array[float]] = {}
+        self._lengths: dict[str, array[int]] = {}  # each posting's row length, capped
         self._length = np.zeros(0, dtype=np.float32)
         self._live = np.zeros(0, dtype=bool)
         self._ids = np.zeros(0, dtype=_ID)  # b"" where no id was given (ids are not empty)
@@ -181,16 +191,17 @@ class Postings:
         bounds = np.searchsorted(term_of, np.arange(len(terms) + 1))
         doc_bytes = doc.astype(_ROW).tobytes()
         tf_bytes = tf.astype(np.float32).tobytes()
+        length_bytes = np.minimum(lengths[position], _LENGTH_CAP).astype(np.uint16).tobytes()
         for t, term in enumerate(terms):
             a, b = int(bounds[t]), int(bounds[t + 1])
             if a == b:
                 continue
             found = self._rowids.get(term)
             if found is None:
-                found = self._rowids[term] = array(_ROW_CODE)
-                self._tfs[term] = array("f")
+                found = self._new_term(term)
             found.frombytes(doc_bytes[4 * a : 4 * b])
             self._tfs[term].frombytes(tf_bytes[4 * a : 4 * b])
+            self._lengths[term].frombytes(length_bytes[2 * a : 2 * b])
 
     def _add_few(self, rows: IntArray, tokens: Tokens) -> None:
         """:meth:`add` of a few tokens (a memory's, or a few memories'), counted in
@@ -219,11 +230,18 @@ class Postings:
         for term, counts in per_term:
             found = self._rowids.get(term)
             if found is None:
-                found = self._rowids[term] = array(_ROW_CODE)
-                self._tfs[term] = array("f")
+                found = self._new_term(term)
             order = sorted(counts)
             found.extend(order)
             self._tfs[term].extend([counts[doc] for doc in order])
+            self._lengths[term].extend([min(lengths[doc], _LENGTH_CAP) for doc in order])
+
+    def _new_term(self, term: str) -> array[int]:
+        """Empty postings for ``term``: its row ids (returned), tfs and row lengths."""
+        self._tfs[term] = array("f")
+        self._lengths[term] = array(_LENGTH_CODE)
+        found = self._rowids[term] = array(_ROW_CODE)
+        return found
 
     def _take(self, rows: IntArray, lengths: FloatArray) -> None:
         """The new ``rows`` (ascending) with their token counts: live, and counted."""
@@ -300,11 +318,13 @@ class Postings:
             if keep.all():
                 continue
             if not keep.any():
-                del self._rowids[term], self._tfs[term]
+                del self._rowids[term], self._tfs[term], self._lengths[term]
                 continue
             tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
+            lengths = np.frombuffer(self._lengths[term], dtype=np.uint16)
             self._rowids[term] = array(_ROW_CODE, ids[keep].tobytes())
             self._tfs[term] = array("f", tfs[keep].tobytes())
+            self._lengths[term] = array(_LENGTH_CODE, lengths[keep].tobytes())
         self._dead = 0
 
     def _grow(self, size: int) -> None:
@@ -486,19 +506,23 @@ class Postings:
         scored = list(self._live_terms(loops, terms))
         if not scored:
             return empty
-        lengths = np.array([len(rows) for rows, _, _ in scored], dtype=np.int64)
-        out_rows = np.empty(min(limit, int(lengths.sum())), dtype=np.int64)
+        sizes = np.array([len(rows) for _, rows, _, _ in scored], dtype=np.int64)
+        out_rows = np.empty(min(limit, int(sizes.sum())), dtype=np.int64)
         out_scores = np.empty(len(out_rows), dtype=np.float64)
         if len(self._block) != _BLOCK:
             self._block = np.zeros(_BLOCK, dtype=np.float64)
-        per_length, constant, _ = scored[0][2]  # the same for every term (avgdl)
-        # The loops read the postings where they are (``scored`` keeps them alive, and
-        # the index's lock unchanged, until they return).
+        per_length, constant, _ = scored[0][3]  # the same for every term (avgdl)
+        # The loops read the postings where they are (``scored`` and ``self._lengths``
+        # keep them alive, and the index's lock unchanged, until they return).
         size = loops.best_rows(
-            np.array([_address(rows) for rows, _, _ in scored], dtype=np.int64),
-            np.array([_address(tfs) for _, tfs, _ in scored], dtype=np.int64),
-            lengths,
-            np.array([weight for _, _, (_, _, weight) in scored]),
+            np.array([_address(rows) for _, rows, _, _ in scored], dtype=np.int64),
+            np.array([_address(tfs) for _, _, tfs, _ in scored], dtype=np.int64),
+            np.array(
+                [self._lengths[term].buffer_info()[0] for term, _, _, _ in scored], dtype=np.int64
+            ),
+            _LENGTH_CAP,
+            sizes,
+            np.array([weight for _, _, _, (_, _, weight) in scored]),
             self._length,
             self._live,
             bool(self._dead),
@@ -539,7 +563,7 @@ class Postings:
         totals, length, live, only_live = self._totals, self._length, self._live, bool(self._dead)
         lists: list[npt.NDArray[np.int32]] = []
         self._totals_dirty = True
-        for rows, tfs, (per_length, constant, weight) in self._live_terms(loops, terms):
+        for _, rows, tfs, (per_length, constant, weight) in self._live_terms(loops, terms):
             loops.add_term_scores(
                 totals, rows, tfs, length, live, only_live, per_length, constant, weight
             )
@@ -551,10 +575,10 @@ class Postings:
     def _live_terms(
         self, loops: ModuleType, terms: Sequence[str]
     ) -> Iterator[
-        tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], tuple[float, float, float]]
+        tuple[str, npt.NDArray[np.int32], npt.NDArray[np.float32], tuple[float, float, float]]
     ]:
-        """Each of ``terms`` (in order, repeats kept) that some live row holds: its
-        postings (row ids, removed ones included; tfs) and its BM25 factors
+        """Each of ``terms`` (in order, repeats kept) that some live row holds: the term,
+        its postings (row ids, removed ones included; tfs) and its BM25 factors
         (:func:`~hybrid_memory._index.bm25_scores.bm25_factors`), for the compiled loops."""
         avgdl = self._live_tokens / self._live_count
         live, only_live = self._live, bool(self._dead)
@@ -566,7 +590,7 @@ class Postings:
             matching = loops.count_live(rows, live) if only_live else len(rows)
             if matching:
                 tfs = np.frombuffer(self._tfs[term], dtype=np.float32)
-                yield rows, tfs, bm25_factors(avgdl, bm25_idf(matching, self._live_count))
+                yield term, rows, tfs, bm25_factors(avgdl, bm25_idf(matching, self._live_count))
 
     def _clear_totals(self, loops: ModuleType, lists: list[npt.NDArray[np.int32]]) -> None:
         for rows in lists:

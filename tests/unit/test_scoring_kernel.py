@@ -45,8 +45,14 @@ def compiled(loops: ModuleType) -> Iterator[None]:
 
 
 # The compiled top totals rows a block at a time: blocks of 4 rows (a query's rows over
-# many blocks, rows of one term in several) and the default's (every row in one).
-BLOCKS = pytest.mark.parametrize("block", [4, postings_module._BLOCK], ids=["4 rows", "default"])
+# many blocks, rows of one term in several) and the default's (every row in one). Each
+# posting keeps its row's length up to a cap, beyond which the loop reads the row's: a cap
+# of 5 tokens (most of these texts' rows past it, others not) and the default's.
+BLOCKS = pytest.mark.parametrize(
+    ("block", "cap"),
+    [(4, 5), (postings_module._BLOCK, postings_module._LENGTH_CAP)],
+    ids=["4 rows, lengths capped at 5", "default"],
+)
 
 
 def tokens_of(rows: np.ndarray, texts: list[list[str]]) -> Tokens:
@@ -108,12 +114,16 @@ queries_strategy = st.lists(
 def test_the_compiled_loops_give_the_numpy_paths_floats_to_the_bit(
     loops: ModuleType,
     block: int,
+    cap: int,
     steps: list[tuple[list[list[str]], list[int]]],
     queries: list[list[str]],
     limit: int,
     within: list[int] | None,
 ) -> None:
-    with patch.object(postings_module, "_BLOCK", block):
+    with (
+        patch.object(postings_module, "_BLOCK", block),
+        patch.object(postings_module, "_LENGTH_CAP", cap),
+    ):
         run_store_life(loops, steps, queries, limit, within)
 
 
@@ -144,11 +154,42 @@ def run_store_life(
 
 
 @BLOCKS
-def test_hand_made_cases_where_a_wrong_loop_would_differ(loops: ModuleType, block: int) -> None:
+def test_hand_made_cases_where_a_wrong_loop_would_differ(
+    loops: ModuleType, block: int, cap: int
+) -> None:
     """Rows far apart, a row in every list, a term repeated, tombstones within a list,
     scores that tie: each checked against the numpy path."""
-    with patch.object(postings_module, "_BLOCK", block):
+    with (
+        patch.object(postings_module, "_BLOCK", block),
+        patch.object(postings_module, "_LENGTH_CAP", cap),
+    ):
         check_hand_made_cases(loops)
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one at a time", "in a batch"])
+def test_rows_longer_than_a_postings_length_cap_score_as_the_numpy_path(
+    loops: ModuleType, many: bool
+) -> None:
+    """Texts of 65,534 to 65,536 tokens and more (a row's length kept with each posting
+    only below 65,535), added alone (counted in Python) or in a batch, and compacted."""
+    postings = Postings()
+    sizes = [3, 65_534, 65_535, 65_536, 70_001, 9]
+    rows = np.arange(1, 1 + len(sizes))
+    # Row r holds "wing" r times and "flow" for the rest of its length; row 1 also "cone".
+    texts = [["wing"] * r + ["flow"] * (size - r) for r, size in zip(rows, sizes, strict=True)]
+    texts[0].append("cone")
+    batches = [rows] if many else [rows[i : i + 1] for i in range(len(rows))]
+    for batch in batches:
+        postings.add(batch, tokens_of(batch, [texts[r - 1] for r in batch]))
+    assert kept_lengths(postings, "wing") == [4, 65_534, 65_535, 65_535, 65_535, 9]
+    for query, limit in ((["wing"], 6), (["flow", "wing"], 3), (["cone", "wing"], 2)):
+        with compiled(loops):
+            assert postings._best_rows(loops, query, limit)[0].size  # the loop itself
+        assert_identical(*both_paths(postings, loops, "top", query, limit))
+    postings.remove([2, 5])
+    postings.compact()
+    assert kept_lengths(postings, "wing") == [4, 65_535, 65_535, 9]
+    assert_identical(*both_paths(postings, loops, "top", ["wing", "flow"], 4))
 
 
 def check_hand_made_cases(loops: ModuleType) -> None:
@@ -170,6 +211,11 @@ def check_hand_made_cases(loops: ModuleType) -> None:
     assert_identical(
         *both_paths(postings, loops, "top", ["a", "c"], 2, np.array([9000, 3, 2, 2, -1, 10**7]))
     )
+
+
+def kept_lengths(postings: Postings, term: str) -> list[int]:
+    """The row lengths kept with ``term``'s postings."""
+    return np.frombuffer(postings._lengths[term], dtype=np.uint16).tolist()
 
 
 def test_a_search_cut_short_leaves_no_totals_behind(loops: ModuleType) -> None:
