@@ -36,9 +36,9 @@ from hybrid_memory._index.bm25_scores import FloatArray, IntArray, bm25_factors,
 from hybrid_memory._index.bm25_scores import best_first as best_first
 from hybrid_memory._index.bm25_scores import bm25_term_scores as bm25_term_scores
 
-# Row ids in the postings are 32-bit: a posting is then 8 bytes (row id, tf) instead of
-# 12, a third less memory for the largest structure of the index (43 million postings
-# at a million memories: 344 MB instead of 516). The per-row arrays (lengths, live
+# Row ids in the postings are 32-bit: a posting is then 10 bytes (row id, tf, its row's
+# length: _LENGTH_CAP) instead of 14, the largest structure of the index (43 million
+# postings at a million memories: 430 MB instead of 602). The per-row arrays (lengths, live
 # mask), indexed by row id, already keep row ids far below this bound in practice.
 _ROW = np.int32
 _ROW_CODE = "i"
