@@ -16,6 +16,9 @@ DIM = 384
 K = 10
 SEED = 20240501
 WARMUP_QUERIES = 5
+# Questions asked once after the timed ones, each stage of hybrid-memory's search timed:
+# where a question's first search spends its time (the timed figures are first searches).
+STAGE_QUERIES = 200
 FILTER_USERS = 50
 # Chroma persists a disk store's HNSW index every this many records written
 # (``hnsw:sync_threshold``, default 1,000), and its add costs more the more records wait
