@@ -71,8 +71,7 @@ SEARCH_STAGES = (
     ("relevance scores", "hybrid_memory._search", "Searcher", "relevance"),
     ("hits read from the index", "hybrid_memory._search", "Searcher", "memories"),
 )
-# Parts of the stages above (or of several of them), timed alongside and left out of
-# the rest: "within: ...".
+# Parts of the stages above (or of several of them), timed alongside them.
 SEARCH_PARTS = (
     ("within: keyword top rows", "hybrid_memory._index.postings", "Postings", "top"),
     ("within: memory ids to index rows", "hybrid_memory._index.postings", "Postings", "rows_of"),
@@ -82,7 +81,9 @@ SEARCH_PARTS = (
 
 
 def search_stages(system: System, queries: list[str]) -> dict[str, float]:
-    """Mean ms per search spent in each of :data:`SEARCH_STAGES` over ``queries``."""
+    """Mean ms per search spent in each of :data:`SEARCH_STAGES` and
+    :data:`SEARCH_PARTS` over ``queries``, and the rest of the total (the stages' time
+    subtracted, their parts' not)."""
     import importlib
 
     spent = dict.fromkeys((label for label, *_ in SEARCH_STAGES + SEARCH_PARTS), 0.0)
@@ -108,9 +109,7 @@ def search_stages(system: System, queries: list[str]) -> dict[str, float]:
             setattr(cls, method, original)
     out = {label: round(seconds / len(queries) * 1e3, 3) for label, seconds in spent.items()}
     out["rest (fusion, orchestration)"] = round(
-        out["total"]
-        - sum(v for k, v in out.items() if k != "total" and not k.startswith("within:")),
-        3,
+        out["total"] - sum(out[label] for label, *_ in SEARCH_STAGES if label != "total"), 3
     )
     return out
 
