@@ -193,7 +193,7 @@ def load_prepared(workdir: Path, peer: bool) -> tuple[dict[str, Any], np.ndarray
     (the peers index "<tags>: <text>")."""
     data = json.loads((workdir / "data.json").read_text(encoding="utf-8"))
     memories = data["store"] + data["extra"]
-    queries = data["warmup"] + data["queries"] + data.get("stage_queries", [])
+    queries = data["warmup"] + data["queries"] + data["stage_queries"]
     if peer:
         keys = [peer_text_of(m) for m in memories] + queries
         return data, np.load(workdir / "peer_vectors.npy"), keys

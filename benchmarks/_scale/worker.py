@@ -268,7 +268,7 @@ def run_worker(
         with turns.turn():  # every worker takes this turn, to keep the ring in step
             if isinstance(system, Ours):
                 result["search_stages_ms"] = search_stages(system, queries)
-                if data.get("stage_queries"):
+                if data["stage_queries"]:
                     result["search_stages_first_ms"] = search_stages(system, data["stage_queries"])
                 # Which path ranked the keyword leg (compiled loops or numpy, and why).
                 from hybrid_memory._index import scoring_kernel
@@ -374,12 +374,7 @@ def run_model_worker(
         result["end_to_end"] = "skipped: model dimension differs from the cheap embedding"
         return result
     embedding = TableEmbedding(
-        keys[
-            : len(keys)
-            - len(data["warmup"])
-            - len(data["queries"])
-            - len(data.get("stage_queries", []))
-        ],
+        keys[: len(data["store"]) + len(data["extra"])],  # the memories' texts, not the queries
         matrix,
         encode,
         name=settings.embedding_model,
