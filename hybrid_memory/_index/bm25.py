@@ -10,6 +10,8 @@ a ``bm25()`` call per matching row. Query words that FTS5 reads as phrases (seve
 tokens, as with the trigram tokenizer) are ranked by FTS5 itself, and so are the
 searches made while the postings of an index file opened with memories in it are built
 on a thread of their own (seconds at 50,000 memories: a new process answers at once).
+That thread also reads what another part asks for from the same snapshot
+(:class:`ReadBeside`: the tags' carriers), taken with the postings.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sqlite3
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -95,6 +98,20 @@ def match_expression(words: Sequence[str]) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
+_Read = TypeVar("_Read")
+
+
+class ReadBeside(Protocol[_Read]):
+    """Another in-memory part that a reopened index file reads from the snapshot its
+    postings are built from, on their thread, and holds with them: brought in step with
+    the rows written since as the postings are (rows ``gone``, rows above ``high`` new).
+    (:class:`~hybrid_memory._index.tags.TagIndex`: the tags' carriers.)"""
+
+    def read_beside(self, conn: sqlite3.Connection) -> _Read: ...
+
+    def adopt(self, read: _Read, gone: Sequence[int], high: int) -> None: ...
+
+
 class KeywordSearch:
     """The keyword leg's ranking. Runs under the caller's lock, after the caller brought
     the index in step with other connections' writes."""
@@ -108,11 +125,14 @@ class KeywordSearch:
         *,
         empty: bool,
         path: str | None = None,
+        beside: ReadBeside[Any] | None = None,
     ) -> None:
         self._conn = conn
         self._path = path  # an index file: postings are built aside (see _ready_postings)
         self._aside: threading.Thread | None = None
-        self._built: Postings | BaseException | None = None  # what the build aside gave
+        # What the build aside gave: the postings and what ``beside`` read with them.
+        self._built: tuple[Postings, Any] | BaseException | None = None
+        self._beside = beside
         self._reads = reads
         self._ids = ids
         # Tokenizers that turn a word into several tokens (trigram) make every query word
@@ -316,8 +336,11 @@ class KeywordSearch:
             raise built
         if built is not None:
             self._ids.clear()
-            self.postings = built
-            if self.other_writers_wrote() is not None:
+            self.postings, read = built
+            seen = self.other_writers_wrote()
+            if seen is not None:
+                if self._beside is not None:
+                    self._beside.adopt(read, *seen)
                 return self.postings
             # Rows were renumbered under the snapshot: build again.
         if self._aside is None or not self._aside.is_alive():
@@ -338,7 +361,8 @@ class KeywordSearch:
                     "USING fts5vocab('main', 'memories_fts', 'instance')"
                 )
                 conn.execute("BEGIN")  # one snapshot for the tokens and the rows
-                self._built = _build_postings(conn)
+                postings = _build_postings(conn)
+                self._built = (postings, self._read_beside(conn))
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
@@ -348,6 +372,19 @@ class KeywordSearch:
                 if isinstance(exc, sqlite3.DatabaseError)
                 else IndexDamaged(f"the keyword index's postings could not be built: {exc}")
             )
+
+    def _read_beside(self, conn: sqlite3.Connection) -> Any:
+        """What ``beside`` reads from the postings' snapshot, None when it could not: it
+        spares searches reads of their own, and they make them when it is missing (only
+        damage to the file, a :class:`sqlite3.DatabaseError`, goes on to the search)."""
+        if self._beside is None:
+            return None
+        try:
+            return self._beside.read_beside(conn)
+        except sqlite3.DatabaseError:
+            raise
+        except Exception:
+            return None
 
     def written(self, batch: Batch, tokens: str | None) -> None:
         """Bring the postings in step with a committed batch: replaced rows out, the new

@@ -96,6 +96,7 @@ class KeywordIndex:
         conn, file = self.file.conn, self.file
         self.reads = IndexReads(conn)
         self.ids_cache = MemoryIds(conn, lambda: self.keywords.postings)
+        self.tags = TagIndex(conn, self.ids_cache, empty=file.opened_empty)
         self.keywords = KeywordSearch(
             conn,
             file.tokenizer,
@@ -103,8 +104,8 @@ class KeywordIndex:
             self.ids_cache,
             empty=file.opened_empty,
             path=file.path,
+            beside=self.tags,  # a reopened file's carriers are read with its postings
         )
-        self.tags = TagIndex(conn, self.ids_cache, empty=file.opened_empty)
         self._data_version = file.data_version()
 
     def reset(self, cause: BaseException) -> None:

@@ -9,6 +9,7 @@ backwards); then most matched tags first, newest first, lower index row first.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,6 +302,77 @@ def test_a_reopened_index_with_many_carriers_reads_them_tag_by_tag(tmp_path: Pat
     assert len(reads) > 1
     assert all("WHERE tag = ?" in sql for sql in reads)
     assert not index.tags.carriers.complete
+    index.close()
+
+
+def _built_aside(index: KeywordIndex) -> None:
+    """Have a reopened ``index`` build its postings on their thread (started by a search,
+    which FTS5 answers meanwhile) and wait for it: its next search takes them."""
+    index.search("memory", 5)
+    assert index.keywords.postings is None
+    thread = index.keywords._aside
+    assert thread is not None
+    thread.join()
+
+
+def test_a_reopened_index_reads_its_carriers_beside_its_postings(tmp_path: Path) -> None:
+    """A reopened index file reads every tag's carriers on its postings' thread, from
+    their snapshot: no search reads them, and they follow what was written between that
+    snapshot and the search that takes them, by another connection and by its own."""
+    path = str(tmp_path / "index.sqlite3")
+    other = KeywordIndex(path, TOKENIZER)
+    rows = _rows(500, seed=26)
+    other.upsert(rows[:300])
+    index = KeywordIndex(path, TOKENIZER)
+    reads = _carrier_reads(index)
+    with patch.object(tags_module, "_READ_ALL_UP_TO", 0):  # else a search reads every tag
+        _built_aside(index)
+        other.upsert(rows[300:400])
+        other.upsert(
+            [IndexRow(r.id, r.text, ("rare", "bob"), {}, "", 95.0, 0.0) for r in rows[::9]]
+        )
+        other.delete([r.id for r in rows[::4]])
+        index.upsert([*rows[400:], IndexRow("late", "late", ("brand new",), {}, "", 99.0, 0.0)])
+        index.delete([r.id for r in rows[1::6]])
+        index.search("memory", 5)  # takes the postings, and the carriers with them
+        assert index.keywords.postings is not None
+        assert index.tags.carriers.complete
+        _assert_like_reference(index, random.Random(8))
+        assert [m.id for m in index.tag_carriers(["brand new"], 5)] == ["late"]
+        other.upsert([IndexRow("theirs", "theirs", ("rare",), {}, "", 99.5, 0.0)])
+        assert index.tag_carriers(["rare"], 1)[0].id == "theirs"
+        _assert_like_reference(index, random.Random(9))
+    assert reads == []
+    other.close()
+    index.close()
+
+
+@pytest.mark.parametrize("why", ["too many to hold", "the read failed"])
+def test_carriers_not_read_beside_the_postings_are_read_by_searches(
+    tmp_path: Path, why: str
+) -> None:
+    """Carriers that do not fit in half the capacity, or whose read beside the postings
+    failed (not the file's damage), are read tag by tag as searches ask: the same answers."""
+    path = str(tmp_path / "index.sqlite3")
+    first = KeywordIndex(path, TOKENIZER)
+    first.upsert(_rows(300, seed=27))
+    first.close()
+    index = KeywordIndex(path, TOKENIZER)
+    reads = _carrier_reads(index)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(patch.object(tags_module, "_READ_ALL_UP_TO", 0))
+        if why == "too many to hold":
+            index.tags.carriers = TagCarriers(100)
+        else:
+            stack.enter_context(
+                patch.object(tags_module.TagIndex, "read_beside", side_effect=MemoryError)
+            )
+        _built_aside(index)
+        index.search("memory", 5)
+        assert index.keywords.postings is not None
+        assert not index.tags.carriers.complete
+        _assert_like_reference(index, random.Random(10))
+    assert reads and all("WHERE tag = ?" in sql for sql in reads)
     index.close()
 
 
