@@ -191,7 +191,22 @@ def test_paired_workers_take_turns_and_report_every_round(tmp_path: Path) -> Non
         assert round_["ratios"]["ours-disk/chroma-disk"]["search_p50"] > 0
     kept = sorted(p.name for p in (tmp_path / "kept").iterdir())
     assert kept == ["chroma-disk-200", "chroma-disk-200-2", "ours-disk-200", "ours-disk-200-2"]
-    assert (tmp_path / "kept" / "ours-disk-200" / "store" / "chroma.sqlite3").is_file()
+    store = tmp_path / "kept" / "ours-disk-200" / "store"
+    assert (store / "chroma.sqlite3").is_file()
+    # A kept store reopened: its postings built, then its most carried tags' first searches.
+    reopened = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "reopened_store.py"), str(store), "--tags", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert reopened.returncode == 0, reopened.stderr[-4000:]
+    assert "1200 memories" in reopened.stdout and "postings built" in reopened.stdout
+    lines = reopened.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("tag "))
+    assert len(lines[header + 1 : -1]) == 3, reopened.stdout
     refused = subprocess.run(
         [sys.executable, str(SCRIPT), "--n", "200", "--paired", "--peers", "--data", str(DATA)],
         capture_output=True,
