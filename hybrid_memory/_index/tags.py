@@ -201,7 +201,7 @@ class TagIndex:
         postings from, on their thread (:class:`~hybrid_memory._index.bm25.KeywordSearch`),
         to be held with them (:meth:`adopt`). None when they do not fit in half the capacity
         (searches then read each tag as they first ask for it). Read so, at 1,000,000
-        memories the first search naming a tag took 68-315 ms instead of 5-8."""
+        memories the first search naming a tag took 76-367 ms instead of 5-10."""
         carriers = TagCarriers(self.carriers.capacity)
         if not _read_every(conn, carriers, self.carriers.capacity // 2):
             return None
