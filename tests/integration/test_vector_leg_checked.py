@@ -63,10 +63,12 @@ def chroma_misses(store: HybridMemory) -> list[str]:
 def test_a_memory_chromas_search_misses_keeps_its_vector_rank_in_a_store_opened_again(
     tmp_path: Path,
 ) -> None:
-    # Chroma's graph is built by several threads, so which memories it loses varies a
-    # little from build to build: a build where it found most targets (seen once in 20
-    # builds) is built again, so that the test always tests something.
-    for attempt in range(3):
+    # Chroma's graph is built by several threads, so which memories it loses varies from
+    # build to build: it lost all five targets or none (none in 27 of 60 builds on
+    # 2026-11-30, where three tries once found none to test in a CI run). A build where
+    # it found most targets is built again, up to 20 times (all 20 finding them: ~1 in
+    # 10^7), so that the test always tests something; most runs need one or two.
+    for attempt in range(20):
         path = tmp_path / f"store-{attempt}"
         with open_store(path) as store:
             store.add_many([f"filler {i} of the quiet background" for i in range(FILLERS)])
@@ -81,4 +83,4 @@ def test_a_memory_chromas_search_misses_keeps_its_vector_rank_in_a_store_opened_
                 assert hits[0].ranks.get("vector") == 1, text
                 assert hits[0].scores["vector"] == pytest.approx(1.0, abs=1e-3)
             return
-    pytest.fail(f"Chroma's search found the targets in 3 builds; nothing tested: {missed}")
+    pytest.fail(f"Chroma's search found the targets in 20 builds; nothing tested: {missed}")
