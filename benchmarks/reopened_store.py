@@ -6,7 +6,7 @@ A store reopened (a new process, a restart) rebuilds its in-memory parts from it
 Until the postings are built, FTS5 ranks the keyword leg; with them come every tag's
 carriers (when they fit), read from the same snapshot, so that no later search reads a
 tag's carriers itself (at a million memories that read took the first search naming a
-tag 68-718 ms). Figures only, no assertions; the load average is printed beside them.
+tag 76-367 ms). Figures only, no assertions; the load average is printed beside them.
 
 Run it on a store kept by the scale benchmark (its hashing vectors; no model needed); it
 imports the ``hybrid_memory`` of its own checkout, so run each checkout's copy to compare:
