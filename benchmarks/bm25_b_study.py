@@ -5,7 +5,7 @@ that repeat the question's words outrank the user's short turns): b 1.0 gains th
 costs LoCoMo. This study asks whether a b derived from the store's length distribution,
 a continuous formula with one or two constants and no relevance judgments, tracks that
 mechanism. For each collection the keyword leg is computed once per b on a grid (the
-engine's index, ``hybrid_memory._index.bm25_scores.B`` set for the search: the postings
+engine's index, ``hybrid_memory._keyword.bm25_scores.B`` set for the search: the postings
 read it at query time, so one index serves every b), the other legs as in
 ``benchmarks/leg_weighting_study.py``; every candidate maps the store's length statistics
 to a b (rounded to the grid) and fuses with the engine's own ``reciprocal_rank_fusion``
@@ -51,11 +51,11 @@ from benchmarks.fusion_study import DEPTH, Prepared
 from benchmarks.leg_weighting_study import compute_legs, group_of, load, order
 from benchmarks.lift_gating_study import lifted_rrf
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._filters import parse_filter
-from hybrid_memory._index import bm25_scores
-from hybrid_memory._index.bm25 import _TOKEN as TOKEN
-from hybrid_memory._index.porter import stem
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._keyword import bm25_scores
+from hybrid_memory._keyword.bm25 import _TOKEN as TOKEN
+from hybrid_memory._keyword.porter import stem
+from hybrid_memory._model.filters import parse_filter
 
 GRID = tuple(round(0.3 + 0.05 * i, 2) for i in range(15))  # 0.30 ... 1.00
 DEFAULT_B = 0.75

@@ -28,7 +28,7 @@ from hybrid_memory_eval import (
 from hybrid_memory_eval.cli import eval_parser
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
 
 
 def main(argv: Sequence[str] | None = None) -> int:

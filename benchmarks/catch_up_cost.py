@@ -6,7 +6,7 @@ each number of memories the writer updated just before, the reader's periodic ch
 question "is my index behind?", asked on the pool every ``sync_interval``) and its
 catch-up (``sync()``, which the check runs when behind) are timed. Each round first
 waits ``--settle`` seconds, so that the writes of the rounds before are older than the
-window a check reads again (``request_timeout`` + 5 s: see ``hybrid_memory/_sync.py``).
+window a check reads again (``request_timeout`` + 5 s: see ``hybrid_memory/_store/sync.py``).
 
     python benchmarks/catch_up_cost.py --n 100000 --recent 0,100,1000
 
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("recent updates | check p50 / p95 ms | catch-up p50 / p95 ms")
         for round_, recent in enumerate(int(x) for x in args.recent.split(",")):
             # The writes before leave the window a check reads again (request_timeout +
-            # 5 s, see hybrid_memory/_sync.py): only this round's updates are in it.
+            # 5 s, see hybrid_memory/_store/sync.py): only this round's updates are in it.
             time.sleep(args.settle)
             if recent:
                 writer.update_many(

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {', '.join(missing)} not found in {args.data}")
         return 0
 
-    from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
+    from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
 
     onnx = MiniLMEmbedder(args.batch)
     reference = SentenceTransformerEmbedder(batch_size=args.batch)

@@ -69,7 +69,7 @@ def padding_share(lengths: list[int], batch: int, by_length: bool) -> float:
 
 def embedders(batch: int, backends: list[str]) -> dict[str, Callable[[list[str]], np.ndarray]]:
     """One ``texts -> vectors`` function per backend, each loaded and warmed up."""
-    from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
+    from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
 
     onnx = MiniLMEmbedder(batch)
     found: dict[str, Callable[[list[str]], np.ndarray]] = {}
@@ -151,13 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from hybrid_memory._settings import HybridMemorySettings
+    from hybrid_memory._model.settings import HybridMemorySettings
 
     batch = args.batch or HybridMemorySettings().embedding_batch_size
     found = embedders(batch, args.backends)
     tokenizer = None
     if ONNX in found:
-        from hybrid_memory._embeddings import MiniLMEmbedder
+        from hybrid_memory._embedding.embedders import MiniLMEmbedder
 
         tokenizer = MiniLMEmbedder(batch)._load().tokenizer
     report: dict[str, Any] = {

@@ -42,9 +42,9 @@ from hybrid_memory_eval import (
 )
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._feedback import rocchio
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._tags import normalise_tag
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._model.tags import normalise_tag
+from hybrid_memory._search.feedback import rocchio
 
 DEPTH = 200  # the deepest candidate list any configuration asks for
 
@@ -140,7 +140,7 @@ def prepare(path: str, embedding: CachedEmbedding) -> Prepared:
                 [i for i, d in enumerate(docs) if matches_filter(q.filter, d.metadata, d.tags)],
                 dtype=np.int64,
             )
-            from hybrid_memory._filters import parse_filter
+            from hybrid_memory._model.filters import parse_filter
 
             node = parse_filter(q.filter)
             scope = None if node is None else index.within(node, 20_000)

@@ -71,13 +71,15 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=60_000)
     parser.add_argument("--system", default="ours-disk", choices=("ours-disk", "chroma-disk"))
     parser.add_argument("--load-from", type=int, default=None, help="LOAD_FROM_ROWS for numba")
-    parser.add_argument("--time-trims", action="store_true", help="time hybrid_memory._heap")
+    parser.add_argument(
+        "--time-trims", action="store_true", help="time hybrid_memory._process.heap"
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args()
 
     trims = [0.0, 0]
     if args.time_trims:
-        from hybrid_memory import _heap as heap
+        from hybrid_memory._process import heap as heap
 
         trim = heap._trim
         if trim is not None:
@@ -92,7 +94,7 @@ def main() -> int:
 
             heap._trim = timed
     if args.load_from is not None:
-        from hybrid_memory._index import scoring_kernel
+        from hybrid_memory._keyword import scoring_kernel
 
         scoring_kernel.LOAD_FROM_ROWS = args.load_from
 

@@ -6,7 +6,7 @@ The scale benchmark's memories (``benchmarks/scale.py``: real sentences from
 ``--compare``, every pass also ranks them with the cut the keyword leg used before
 (a partial sort of every matched posting), the two alternating, and checks that both
 give the same rankings and scores. With ``--kernel``, the numpy path and the compiled
-loops (numba, ``hybrid_memory/_index/scoring_kernel.py``) alternate instead, and the
+loops (numba, ``hybrid_memory/_keyword/scoring_kernel.py``) alternate instead, and the
 rankings and scores of the two are checked to be identical to the bit. With ``--cold``,
 a 64 MB buffer is read and written before each question, as a search's Chroma query
 leaves the processor's caches between two keyword legs. Figures only, no assertions; the
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _scale.constants import WARMUP_QUERIES
 from _scale.data import generate_memories, load_sources
 
-from hybrid_memory._index import postings as postings_module
-from hybrid_memory._index import scoring_kernel
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._records import IndexRow
-from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._keyword import postings as postings_module
+from hybrid_memory._keyword import scoring_kernel
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._model.records import IndexRow
+from hybrid_memory._model.settings import HybridMemorySettings
 
 DEPTH = 100
 BATCH = 20_000

@@ -43,9 +43,9 @@ from hybrid_memory_eval.significance import paired_randomisation_test
 
 from benchmarks.fusion_study import Prepared, QueryLegs, _tag_leg, prep_index, prepare
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._feedback import length_scaled_weight, rocchio
-from hybrid_memory._fusion import adaptive_alpha, score_lifts
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._search.feedback import length_scaled_weight, rocchio
+from hybrid_memory._search.fusion import adaptive_alpha, score_lifts
 
 DEPTH = 100
 RRF_K = 60.0

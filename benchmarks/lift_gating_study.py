@@ -19,7 +19,7 @@ once per collection, kept in ``--cache``); every candidate fuses them with the e
   are rare in the store (their mean idf over ``log(N + 1)``); and, for open questions, the
   vector share raised when the query holds no rare word;
 - **BM25's length normalisation** (``--bm25-b``): the keyword legs computed again with
-  another ``b`` (the postings read ``hybrid_memory._index.bm25_scores.B`` when they score), long
+  another ``b`` (the postings read ``hybrid_memory._keyword.bm25_scores.B`` when they score), long
   memories' keyword scores lowered more (or less), with and without the lift.
 
     python -m benchmarks.lift_gating_study ../shared/data/locomo ../shared/data/cranfield \\
@@ -51,12 +51,12 @@ from hybrid_memory_eval.significance import paired_randomisation_test
 from benchmarks.fusion_study import Prepared, QueryLegs
 from benchmarks.leg_weighting_study import Legs, compute_legs, group_of, load, order, weights
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._errors import EmbeddingError
-from hybrid_memory._fusion import reciprocal_rank_fusion, score_lifts
-from hybrid_memory._index import bm25_scores
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._index.porter import stem
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._keyword import bm25_scores
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword.porter import stem
+from hybrid_memory._model.errors import EmbeddingError
+from hybrid_memory._search.fusion import reciprocal_rank_fusion, score_lifts
 
 RRF_K = 60.0
 BM25_B_RULES = ("defaults", "keyword lift 0.5 always", "keyword lift 1.0 always")
@@ -133,7 +133,7 @@ def word_pieces() -> Callable[[list[str]], list[int]] | None:
     try:
         from tokenizers import Tokenizer
 
-        from hybrid_memory._minilm_files import find_model_files
+        from hybrid_memory._embedding.model_files import find_model_files
 
         tokenizer = Tokenizer.from_file(str(find_model_files().tokenizer))
     except (ImportError, OSError, EmbeddingError):  # left out, and the output says so

@@ -25,7 +25,7 @@ from benchmarks.bm25_b_study import Hits, keyword_legs
 from benchmarks.fusion_study import Prepared, QueryLegs
 from benchmarks.leg_weighting_study import compute_legs, load, order
 from benchmarks.lift_gating_study import lifted_rrf
-from hybrid_memory._index.bm25 import _TOKEN as TOKEN
+from hybrid_memory._keyword.bm25 import _TOKEN as TOKEN
 
 
 def fused_top(prep: Prepared, keyword: Hits, q: QueryLegs) -> list[str]:

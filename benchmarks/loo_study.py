@@ -40,9 +40,9 @@ from hybrid_memory_eval.significance import paired_randomisation_test
 
 from benchmarks.fusion_study import Config, Prepared, QueryLegs, per_query_ranked, prepare, rank
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._fusion import adaptive_alpha
-from hybrid_memory._index.bm25 import query_words
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._search.fusion import adaptive_alpha
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from hybrid_memory_eval.runs import run_peer
 from hybrid_memory_eval.significance import paired_randomisation_test
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
 
 
 def group_of(query_metadata: dict[str, object], by: str | None) -> str | None:

@@ -58,8 +58,8 @@ from benchmarks.fusion_study import (
     rank,
 )
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._index.bm25 import STOPWORDS, query_words
-from hybrid_memory._index.postings import K1, B, bm25_idf
+from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
+from hybrid_memory._keyword.postings import K1, B, bm25_idf
 
 
 @dataclass
@@ -259,7 +259,7 @@ def window_matrix(prep: Prepared, embedding: CachedEmbedding) -> tuple[np.ndarra
     and how many memories exceed the window."""
     from tokenizers import Tokenizer
 
-    from hybrid_memory._minilm_files import find_model_files
+    from hybrid_memory._embedding.model_files import find_model_files
 
     tok = Tokenizer.from_file(str(find_model_files().tokenizer))
     tok.no_padding()

@@ -10,7 +10,7 @@ Usage::
 What it does, for each store kind (``--stores``: ``embedded``, ``server`` or both):
 
 1. Starts ``--processes`` worker processes on one store: ``HybridMemory(path=DIR)`` (the
-   processes share the path through its owner, see ``hybrid_memory/_ownership.py``), or
+   processes share the path through its owner, see ``hybrid_memory/_shared_path/ownership.py``), or
    ``HybridMemory(url=...)`` on a ``chroma run`` this script starts. When all are ready,
    each runs ``--threads`` threads for ``--seconds``: per step, 35 % add (one memory with
    a unique token), 40 % search (vocabulary words, one in four filtered to the thread's

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embeddings import MiniLMEmbedder
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
 
 _WORD = re.compile(r"\b(?:[A-Z][a-zA-Z]+|\d+(?:[.,:]\d+)?)\b")
 # Sentence-initial and conversational capitals that name no subject.

@@ -1,4 +1,4 @@
-"""The tag leg's carriers alone (``hybrid_memory/_index/carriers.py``): what keeping each
+"""The tag leg's carriers alone (``hybrid_memory/_keyword/tag_carriers.py``): what keeping each
 tag's time order costs the writes, and what a search's newest carriers cost, when
 batches arrive out of time order.
 
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from hybrid_memory._index.carriers import TagCarriers
+from hybrid_memory._keyword.tag_carriers import TagCarriers
 
 TAGS = [f"tag-{k}" for k in range(20)]
 SPAN = 730 * 86_400.0  # two years, as the scale benchmark's times

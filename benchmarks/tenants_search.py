@@ -35,9 +35,9 @@ from _scale.measure import percentiles
 from _scale.tenants import _texts, _Timed
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._namespaces import namespace_digest, partition_collection
-from hybrid_memory._partition import PARTITION_KEY, chroma_id
-from hybrid_memory._records import IndexRow, chroma_metadata
+from hybrid_memory._model.namespaces import namespace_digest, partition_collection
+from hybrid_memory._model.records import IndexRow, chroma_metadata
+from hybrid_memory._store.partition import PARTITION_KEY, chroma_id
 
 OPENED, SEARCHES, PER = 400, 200, 10
 

@@ -30,7 +30,7 @@ class CachedEmbedding:
 
     def __init__(self, embedder: Any = None, path: str | Path | None = None) -> None:
         if embedder is None:
-            from hybrid_memory._embeddings import SentenceTransformerEmbedder
+            from hybrid_memory._embedding.embedders import SentenceTransformerEmbedder
 
             embedder = SentenceTransformerEmbedder()
         self._embedder = embedder

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hybrid_memory._errors import (
+from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._model.errors import (
     DuplicateIdError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -20,11 +21,15 @@ from hybrid_memory._errors import (
     MissingDependencyError,
     StoreError,
 )
-from hybrid_memory._memory import HybridMemory
-from hybrid_memory._outcomes import AddResult, DeleteReport, WriteReport
-from hybrid_memory._settings import HybridMemorySettings
-from hybrid_memory._transfer import ImportReport, export_lines, export_memories, import_memories
-from hybrid_memory._types import Hit, Memory, SearchResult, StoreStats, TimeWindow
+from hybrid_memory._model.results import Hit, Memory, SearchResult, StoreStats, TimeWindow
+from hybrid_memory._model.settings import HybridMemorySettings
+from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._transfer.transfer import (
+    ImportReport,
+    export_lines,
+    export_memories,
+    import_memories,
+)
 
 if TYPE_CHECKING:
     from hybrid_memory._retriever import HybridRetriever

@@ -78,10 +78,10 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from typing_extensions import Self
 
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory._memory import HybridMemory
-from hybrid_memory._settings import HybridMemorySettings
-from hybrid_memory._types import Hit, SearchResult
+from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._model.errors import InvalidInputError
+from hybrid_memory._model.results import Hit, SearchResult
+from hybrid_memory._model.settings import HybridMemorySettings
 
 #: Search options a single call may override (``invoke(q, k=3)``).
 SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens", "after", "before")

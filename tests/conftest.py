@@ -126,8 +126,8 @@ def filter_paths(monkeypatch: pytest.MonkeyPatch) -> Any:
     the one place the suite reaches them (rename here when they move)."""
 
     def set_paths(*, narrow_filter: int | None = None, exact_search: int | None = None) -> None:
-        from hybrid_memory import _collection as collection
-        from hybrid_memory import _legs as legs
+        from hybrid_memory._search import legs as legs
+        from hybrid_memory._store import collection as collection
 
         if narrow_filter is not None:
             monkeypatch.setattr(legs.Scope, "NARROW", narrow_filter)

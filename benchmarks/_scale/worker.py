@@ -58,25 +58,25 @@ def _timed_search(
 # (``search_stages_first_ms``: first searches, as the timed ones are). The wrappers cost
 # a little; the figures explain the total, they do not replace it.
 SEARCH_STAGES = (
-    ("total", "hybrid_memory._search", "Searcher", "search"),
-    ("vector leg (Chroma query)", "hybrid_memory._legs", "VectorLeg", "rank"),
+    ("total", "hybrid_memory._search.searcher", "Searcher", "search"),
+    ("vector leg (Chroma query)", "hybrid_memory._search.legs", "VectorLeg", "rank"),
     (
         "feedback vectors (Chroma get)",
-        "hybrid_memory._collection",
+        "hybrid_memory._store.collection",
         "ChromaCollection",
         "vectors_by_id",
     ),
-    ("keyword leg", "hybrid_memory._legs", "KeywordLeg", "rank"),
-    ("tag leg", "hybrid_memory._legs", "TagLeg", "rank"),
-    ("relevance scores", "hybrid_memory._search", "Searcher", "relevance"),
-    ("hits read from the index", "hybrid_memory._search", "Searcher", "memories"),
+    ("keyword leg", "hybrid_memory._search.legs", "KeywordLeg", "rank"),
+    ("tag leg", "hybrid_memory._search.legs", "TagLeg", "rank"),
+    ("relevance scores", "hybrid_memory._search.searcher", "Searcher", "relevance"),
+    ("hits read from the index", "hybrid_memory._search.searcher", "Searcher", "memories"),
 )
 # Parts of the stages above (or of several of them), timed alongside them.
 SEARCH_PARTS = (
-    ("within: keyword top rows", "hybrid_memory._index.postings", "Postings", "top"),
-    ("within: memory ids to index rows", "hybrid_memory._index.postings", "Postings", "rows_of"),
-    ("within: index rows to memory ids", "hybrid_memory._index.postings", "Postings", "ids_of"),
-    ("within: tag leg, hits naming the tags", "hybrid_memory._legs", "TagLeg", "_naming"),
+    ("within: keyword top rows", "hybrid_memory._keyword.postings", "Postings", "top"),
+    ("within: memory ids to index rows", "hybrid_memory._keyword.postings", "Postings", "rows_of"),
+    ("within: index rows to memory ids", "hybrid_memory._keyword.postings", "Postings", "ids_of"),
+    ("within: tag leg, hits naming the tags", "hybrid_memory._search.legs", "TagLeg", "_naming"),
 )
 
 
@@ -271,7 +271,7 @@ def run_worker(
                 if data["stage_queries"]:
                     result["search_stages_first_ms"] = search_stages(system, data["stage_queries"])
                 # Which path ranked the keyword leg (compiled loops or numpy, and why).
-                from hybrid_memory._index import scoring_kernel
+                from hybrid_memory._keyword import scoring_kernel
 
                 result["keyword_leg"] = scoring_kernel.status()
         filtered, filtered_hits = [], []
@@ -324,8 +324,8 @@ def run_model_worker(
     workdir: Path, batch_size: int | None, backend: str = "onnxruntime"
 ) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
-    from hybrid_memory._settings import HybridMemorySettings
+    from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
+    from hybrid_memory._model.settings import HybridMemorySettings
 
     settings = HybridMemorySettings()
     batch = batch_size or settings.embedding_batch_size

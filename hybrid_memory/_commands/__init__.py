@@ -17,7 +17,7 @@ from typing import Any
 
 from hybrid_memory._commands import memories, overview, search, transfer
 from hybrid_memory._commands.store import UsageError, open_store, store_options
-from hybrid_memory._errors import (
+from hybrid_memory._model.errors import (
     EmbeddingMismatchError,
     HybridMemoryError,
     InvalidInputError,

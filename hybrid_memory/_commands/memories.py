@@ -18,7 +18,7 @@ from hybrid_memory._commands.output import (
     table,
 )
 from hybrid_memory._commands.store import UsageError
-from hybrid_memory._memory import HybridMemory
+from hybrid_memory._memory.memory import HybridMemory
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:

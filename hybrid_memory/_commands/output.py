@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from hybrid_memory._types import Memory
+from hybrid_memory._model.results import Memory
 
 _MIN_TEXT = 20  # the narrowest a table's last (text) column gets
 

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from hybrid_memory._commands.output import fields, note, print_json, table
-from hybrid_memory._errors import StoreError
-from hybrid_memory._memory import HybridMemory
+from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._model.errors import StoreError
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:

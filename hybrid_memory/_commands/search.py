@@ -7,8 +7,8 @@ from typing import Any
 
 from hybrid_memory._commands.memories import json_object
 from hybrid_memory._commands.output import memory_json, note, print_json, table
-from hybrid_memory._memory import HybridMemory
-from hybrid_memory._types import LEGS
+from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._model.results import LEGS
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from hybrid_memory._errors import HybridMemoryError
-from hybrid_memory._memory import HybridMemory
-from hybrid_memory._settings import HybridMemorySettings
+from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._model.errors import HybridMemoryError
+from hybrid_memory._model.settings import HybridMemorySettings
 
 
 class UsageError(Exception):

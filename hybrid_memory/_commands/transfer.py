@@ -13,9 +13,9 @@ from typing import IO, Any
 
 from hybrid_memory._commands.output import memory_count, note, print_json
 from hybrid_memory._commands.store import UsageError
-from hybrid_memory._export_format import decode_line, is_header
-from hybrid_memory._memory import HybridMemory
-from hybrid_memory._transfer import export_memories, import_memories
+from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._transfer.format import decode_line, is_header
+from hybrid_memory._transfer.transfer import export_memories, import_memories
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """Clean exits (issue 45): short processes on a server store and on an embedded path all
 exit with status 0. They used to die at interpreter exit with SIGABRT ("terminate called
 without an active exception") when a daemon thread of the store was inside numpy's C++
-code as the interpreter finalized (see ``hybrid_memory/_exit.py``).
+code as the interpreter finalized (see ``hybrid_memory/_process/exit.py``).
 
 A short form runs here (``HYBRID_MEMORY_EXIT_COUNT``, default 12 per store kind);
 ``python benchmarks/clean_exits.py`` runs 60 of each.

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory import _minilm_files as minilm_files
-from hybrid_memory._embeddings import MiniLMEmbedder, SentenceTransformerEmbedder
-from hybrid_memory._minilm import MiniLM, graph_dir
-from hybrid_memory._minilm_files import ModelFiles, find_model_files
+from hybrid_memory._embedding import model_files as minilm_files
+from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
+from hybrid_memory._embedding.minilm import MiniLM, graph_dir
+from hybrid_memory._embedding.model_files import ModelFiles, find_model_files
 
 from ..conftest import SHARED_DATA
 

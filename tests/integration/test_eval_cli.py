@@ -235,7 +235,7 @@ def test_grid_sweeps_every_combination(toy: Path, hash_embedding: HashEmbedding)
 def test_an_invalid_sweep_value_is_an_error_not_a_rebuild(
     toy: Path, hash_embedding: HashEmbedding
 ) -> None:
-    from hybrid_memory._errors import InvalidInputError
+    from hybrid_memory._model.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="alpha"):
         evaluate(load_dataset(toy), embedding=hash_embedding, sweeps=[("alpha", [2.0])])

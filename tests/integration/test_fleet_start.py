@@ -25,8 +25,8 @@ from typing import Any
 import chromadb
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._index.location import index_path, server_identity
-from hybrid_memory._settings import load_settings
+from hybrid_memory._model.settings import load_settings
+from hybrid_memory._store.index_location import index_path, server_identity
 
 from ..conftest import SeededEmbedding
 

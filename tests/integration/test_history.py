@@ -11,7 +11,7 @@ Every kind of anomaly is checked strictly on both store kinds, "others' write st
 included: the checker found that on a server store another process's update could stay
 unseen past the sync bound (a catch-up from the newest ``updated_at`` indexed missed an
 update stamped earlier but committed later); the catch-up now reads again the window a
-write may commit late in (``hybrid_memory/_sync.py``), and
+write may commit late in (``hybrid_memory/_store/sync.py``), and
 ``tests/integration/test_late_commits.py`` plays that interleaving deterministically.
 """
 

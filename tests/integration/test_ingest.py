@@ -277,7 +277,7 @@ def test_the_first_memories_of_a_call_are_validated_once_the_rest_again_per_batc
     """A call keeps the first ``KEPT_VALIDATED`` memories it validated and validates the
     rest again as their batches are written (a million-memory call holds ids and hashes,
     not a million validated copies); either way every memory is stored as given."""
-    from hybrid_memory._inputs import PendingMemories
+    from hybrid_memory._model.inputs import PendingMemories
 
     monkeypatch.setattr(PendingMemories, "KEPT_VALIDATED", 3)
     store = open_store(tmp_path, client=ChromaWithFaults(tmp_path, max_batch=2))

@@ -28,8 +28,9 @@ from typing import Any
 import chromadb
 import pytest
 
-from hybrid_memory import HybridMemory, _sync
-from hybrid_memory._records import UPDATED_KEY
+from hybrid_memory import HybridMemory
+from hybrid_memory._model.records import UPDATED_KEY
+from hybrid_memory._store import sync as _sync
 
 from ..conftest import HashEmbedding, indexed
 

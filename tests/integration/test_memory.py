@@ -22,8 +22,8 @@ from hybrid_memory import (
     InvalidInputError,
     MemoryNotFoundError,
 )
-from hybrid_memory._feedback import rocchio
-from hybrid_memory._records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory._model.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory._search.feedback import rocchio
 
 from ..conftest import HashEmbedding, index_ids, indexed
 
@@ -397,7 +397,7 @@ def test_the_feedback_is_the_keyword_top_even_when_the_query_names_a_tag(
 def test_feedback_vectors_come_from_the_index_or_else_from_the_collection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hybrid_memory._collection import ChromaCollection
+    from hybrid_memory._store.collection import ChromaCollection
 
     reads: list[list[str]] = []
     original = ChromaCollection.vectors_by_id
@@ -503,7 +503,7 @@ def test_recency_decay_prefers_newer_memories(memory: HybridMemory) -> None:
 
 
 def test_max_tokens_stops_before_the_budget_is_exceeded(filled: HybridMemory) -> None:
-    from hybrid_memory._tokens import count_tokens
+    from hybrid_memory._search.token_budget import count_tokens
 
     everything = filled.search("alice bob mode report", k=5)
     first = count_tokens(everything[0].text)

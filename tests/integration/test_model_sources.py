@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory import _minilm_files as minilm_files
-from hybrid_memory._embeddings import MiniLMEmbedder
-from hybrid_memory._minilm_files import (
+from hybrid_memory._embedding import model_files as minilm_files
+from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._embedding.model_files import (
     CARRIERS,
     OFFLINE_EXTRA,
     REVISION,
@@ -190,8 +190,9 @@ def test_an_unreachable_home_fails_at_once_naming_all_three(tmp_path: Path) -> N
     # A host that can never resolve (.invalid, RFC 2606), as on a machine without a
     # network; in a fresh process with the real default sources, no carrier.
     script = (
-        "from hybrid_memory import HybridMemory, _minilm_files\n"
-        f"_minilm_files.CARRIERS = {NO_CARRIER!r}\n"
+        "from hybrid_memory import HybridMemory\n"
+        "from hybrid_memory._embedding import model_files\n"
+        f"model_files.CARRIERS = {NO_CARRIER!r}\n"
         "m = HybridMemory()\n"
         "try:\n"
         "    m.add('x')\n"

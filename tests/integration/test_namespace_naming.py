@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._collection import ChromaCollection
-from hybrid_memory._owner_server import WRITE_OPERATIONS
+from hybrid_memory._shared_path.server import WRITE_OPERATIONS
+from hybrid_memory._store.collection import ChromaCollection
 
 from ..conftest import HashEmbedding
 

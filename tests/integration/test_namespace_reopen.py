@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory, MemoryNotFoundError
-from hybrid_memory._collection import ChromaCollection
-from hybrid_memory._sync import IndexSync
+from hybrid_memory._store.collection import ChromaCollection
+from hybrid_memory._store.sync import IndexSync
 
 from ..conftest import HashEmbedding
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._filters import parse_filter
+from hybrid_memory._model.filters import parse_filter
 
 from ..conftest import SeededEmbedding
 

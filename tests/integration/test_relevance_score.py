@@ -98,7 +98,7 @@ def test_coverage_comes_from_the_keyword_index_and_agrees_with_tokenising_the_hi
     """Which query words a hit holds is read from the keyword index's postings: only the
     query's words are tokenised, not every hit's. Tokenising the hits instead (what a
     search does for hits the postings cannot tell about) gives the same scores."""
-    from hybrid_memory._index.index import KeywordIndex
+    from hybrid_memory._keyword.index import KeywordIndex
 
     asked: list[list[str]] = []
     terms = KeywordIndex.terms

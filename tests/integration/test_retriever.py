@@ -37,7 +37,7 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._model.errors import InvalidInputError
 from hybrid_memory._retriever import HybridRetriever
 
 DIM = 64
@@ -116,7 +116,7 @@ def test_llama_index_spans_wrap_the_implementations() -> None:
 
 def test_importing_the_package_does_not_load_the_frameworks() -> None:
     code = (
-        "import sys, hybrid_memory, hybrid_memory._memory\n"
+        "import sys, hybrid_memory, hybrid_memory._memory.memory\n"
         "loaded = [m for m in ('langchain_core', 'llama_index') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "from hybrid_memory import HybridRetriever\n"

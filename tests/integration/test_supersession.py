@@ -1,5 +1,5 @@
 """Supersession through the library: a newer memory names the one it replaces; searches
-rank the older lower, mark it, and never drop it (hybrid_memory._supersession)."""
+rank the older lower, mark it, and never drop it (hybrid_memory._search.supersession)."""
 
 from __future__ import annotations
 

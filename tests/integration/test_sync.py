@@ -544,7 +544,7 @@ def test_a_collection_larger_than_a_page_reconciles_every_id(tmp_path: Path) -> 
     """The ids are read in one call (a page at a time, each page cost Chroma a scan to
     its offset: ~15 minutes at a million memories); every one must come back, also
     beyond what one page held (5,000)."""
-    from hybrid_memory._collection import PAGE
+    from hybrid_memory._store.collection import PAGE
 
     with open_store(tmp_path) as store:
         store.add_many([{"text": f"memory number {i}"} for i in range(PAGE + 700)])

@@ -10,7 +10,7 @@ import chromadb
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory._model.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding
 

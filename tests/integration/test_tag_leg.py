@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory import _search as search_module
-from hybrid_memory._filters import Node
-from hybrid_memory._index.bm25 import STOPWORDS
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._index.tags import TagMatch
-from hybrid_memory._legs import Scope
-from hybrid_memory._tags import words
+from hybrid_memory._keyword.bm25 import STOPWORDS
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.tag_index import TagMatch
+from hybrid_memory._model.filters import Node
+from hybrid_memory._model.tags import words
+from hybrid_memory._search import searcher as search_module
+from hybrid_memory._search.legs import Scope
 
 from ..conftest import HashEmbedding
 

@@ -17,7 +17,7 @@ from typing import Any
 import chromadb
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
+from hybrid_memory._model.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY
 
 from ..conftest import HashEmbedding
 

@@ -25,7 +25,7 @@ from hybrid_memory import (
     export_memories,
     import_memories,
 )
-from hybrid_memory import _transfer as transfer
+from hybrid_memory._transfer import transfer as transfer
 
 from ..conftest import SeededEmbedding
 

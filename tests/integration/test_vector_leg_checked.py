@@ -1,6 +1,6 @@
 """The vector leg checks the keyword leg's top memories exactly: a memory Chroma's
 approximate search (HNSW) leaves out, asked for by its own text, still has its vector
-rank, from any process, not only the one that wrote it (hybrid_memory._recent covers
+rank, from any process, not only the one that wrote it (hybrid_memory._store.recent_vectors covers
 that one).
 
 Chroma's graph loses such memories for real when most vectors tie: here 2,000 memories

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import chromadb
 
-from hybrid_memory._write_marker import WriteMarker
+from hybrid_memory._store.write_marker import WriteMarker
 
 
 def test_the_marker_moves_with_every_write_and_only_then(tmp_path: Path) -> None:

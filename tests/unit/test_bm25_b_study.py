@@ -125,7 +125,7 @@ def test_the_rules_map_the_spread_to_b() -> None:
 def test_the_postings_read_b_where_the_studies_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # bm25_b_study and lift_gating_study set bm25_scores.B for their searches; since the
     # compiled loops (4e16425) postings.B is a re-export that nothing reads.
-    from hybrid_memory._index import bm25_scores
+    from hybrid_memory._keyword import bm25_scores
 
     per_length, constant, _ = bm25_scores.bm25_factors(10.0, 1.0)
     assert (per_length, constant) == (1.2 * 0.75 / 10.0, 1.2 * 0.25)

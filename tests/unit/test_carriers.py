@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hybrid_memory._index.carriers import TagCarriers
+from hybrid_memory._keyword.tag_carriers import TagCarriers
 
 
 def ints(*values: int) -> np.ndarray:

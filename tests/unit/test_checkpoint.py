@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory._index import file as index_file
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword import file as index_file
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 

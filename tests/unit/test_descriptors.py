@@ -7,7 +7,7 @@ import resource
 
 import pytest
 
-from hybrid_memory._descriptors import (
+from hybrid_memory._process.descriptors import (
     NAMESPACES_OPEN,
     descriptor_exhaustion,
     namespaces_kept_open,

@@ -23,7 +23,7 @@ from hybrid_memory_eval import (
     score_run,
 )
 
-from hybrid_memory._errors import InvalidInputError
+from hybrid_memory._model.errors import InvalidInputError
 
 LOG2_3 = math.log2(3)  # the discount at rank 2
 LOG2_4 = 2.0  # the discount at rank 3

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hybrid_memory import HybridMemorySettings, InvalidInputError
-from hybrid_memory._export_format import (
+from hybrid_memory._model.records import IndexRow, content_hash
+from hybrid_memory._transfer.format import (
     FORMAT,
     VERSION,
     decode_line,
@@ -24,7 +25,6 @@ from hybrid_memory._export_format import (
     record_line,
     same_memory,
 )
-from hybrid_memory._records import IndexRow, content_hash
 
 SETTINGS = HybridMemorySettings()
 

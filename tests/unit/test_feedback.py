@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hybrid_memory._feedback import rocchio
+from hybrid_memory._search.feedback import rocchio
 
 
 def test_moves_the_query_towards_the_centroid_and_normalises() -> None:
@@ -39,7 +39,7 @@ def test_negative_weight_is_refused() -> None:
 
 
 def test_length_scaled_weight_keeps_short_queries_whole_and_fades_long_ones() -> None:
-    from hybrid_memory._feedback import length_scaled_weight
+    from hybrid_memory._search.feedback import length_scaled_weight
 
     assert length_scaled_weight(0.5, 3, 10) == 0.5
     assert length_scaled_weight(0.5, 10, 10) == 0.5

@@ -22,8 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory._filters import (
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._model.errors import InvalidInputError
+from hybrid_memory._model.filters import (
     COMPARISON_OPS,
     Condition,
     Logical,
@@ -33,8 +34,7 @@ from hybrid_memory._filters import (
     to_chroma,
     to_sql,
 )
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._records import CREATED_KEY, TAGS_KEY, UPDATED_KEY, IndexRow
+from hybrid_memory._model.records import CREATED_KEY, TAGS_KEY, UPDATED_KEY, IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 DAY = 86_400.0

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_memory._fusion import (
+from hybrid_memory._model.results import KEYWORD, TAG, VECTOR
+from hybrid_memory._search.fusion import (
     adaptive_alpha,
     leg_weights,
     normalise_weights,
     order_by_score,
     reciprocal_rank_fusion,
 )
-from hybrid_memory._types import KEYWORD, TAG, VECTOR
 
 RANKINGS = {VECTOR: ["a", "b", "c"], KEYWORD: ["b", "d"]}
 

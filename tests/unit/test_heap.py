@@ -1,4 +1,4 @@
-"""hybrid_memory._heap: free heap pages handed back after bulk writes only."""
+"""hybrid_memory._process.heap: free heap pages handed back after bulk writes only."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hybrid_memory import _heap
+from hybrid_memory._process import heap as _heap
 
 
 def test_small_writes_never_trim(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_memory._index import file as file_module
-from hybrid_memory._index.file import create_schema
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._index.template import write_empty
-from hybrid_memory._index.writes import _POWERS, create_batch_tables
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword import file as file_module
+from hybrid_memory._keyword.file import create_schema
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.template import write_empty
+from hybrid_memory._keyword.writes import _POWERS, create_batch_tables
+from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_memory._filters import parse_filter
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._model.filters import parse_filter
+from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 _WORDS = (  # noqa: SIM905 - a sentence reads better than a list of 22 strings

@@ -18,12 +18,12 @@ from unittest.mock import patch
 
 import pytest
 
-from hybrid_memory._filters import Node, parse_filter, to_sql
-from hybrid_memory._index import tags as tags_module
-from hybrid_memory._index.carriers import TagCarriers
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._index.tags import TagMatch
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword import tag_index as tags_module
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.tag_carriers import TagCarriers
+from hybrid_memory._keyword.tag_index import TagMatch
+from hybrid_memory._model.filters import Node, parse_filter, to_sql
+from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 TAGS = ["alice", "bob", "ui", "new york", "health", "work", "東京", "rare"]

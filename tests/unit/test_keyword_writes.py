@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hybrid_memory._filters import parse_filter
-from hybrid_memory._index import index as keyword
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._index.writes import batch_json
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword import index as keyword
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.writes import batch_json
+from hybrid_memory._model.filters import parse_filter
+from hybrid_memory._model.records import IndexRow
 
 from .test_postings import assert_same
 

@@ -17,7 +17,7 @@ from benchmarks.leg_weighting_study import (
     session_diverse,
     with_neighbours,
 )
-from hybrid_memory._fusion import reciprocal_rank_fusion, score_lifts
+from hybrid_memory._search.fusion import reciprocal_rank_fusion, score_lifts
 
 
 def legs() -> Legs:

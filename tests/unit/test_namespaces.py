@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hybrid_memory import InvalidInputError
-from hybrid_memory._namespaces import (
+from hybrid_memory._model.namespaces import (
     namespace_collection,
     namespace_index_path,
     valid_namespace,

@@ -1,4 +1,4 @@
-"""The hand-written ONNX writer (hybrid_memory/_onnx_writer.py) checked by the ``onnx``
+"""The hand-written ONNX writer (hybrid_memory/_embedding/onnx_writer.py) checked by the ``onnx``
 package itself (a dev dependency only; the library never imports it): what it writes
 parses as a ModelProto and passes ``onnx.checker``, with the inputs, outputs, opset and
 external data the session relies on."""
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybrid_memory._minilm_files import find_model_files, read_safetensors
-from hybrid_memory._onnx_writer import HIDDEN, LAYERS, _Graph, _value_info, write_onnx
+from hybrid_memory._embedding.model_files import find_model_files, read_safetensors
+from hybrid_memory._embedding.onnx_writer import HIDDEN, LAYERS, _Graph, _value_info, write_onnx
 
 onnx = pytest.importorskip("onnx", reason="onnx is in the dev extra: pip install -e '.[dev]'")
 

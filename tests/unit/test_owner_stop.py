@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hybrid_memory._owner_link import connect
-from hybrid_memory._owner_server import _Server
+from hybrid_memory._shared_path.link import connect
+from hybrid_memory._shared_path.server import _Server
 
 
 def _nothing(target: str, operation: str, kwargs: dict[str, Any]) -> Any:

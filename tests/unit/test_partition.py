@@ -1,5 +1,5 @@
 """The rewriting of a namespace's Chroma calls onto the collection all namespaces share
-(hybrid_memory._partition): pure functions, no Chroma."""
+(hybrid_memory._store.partition): pure functions, no Chroma."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import re
 
 import numpy as np
 
-from hybrid_memory._namespaces import (
+from hybrid_memory._model.namespaces import (
     namespace_collection,
     namespace_digest,
     partition_collection,
     registry_collection,
 )
-from hybrid_memory._partition import (
+from hybrid_memory._store.partition import (
     PARTITION_KEY,
     chroma_id,
     memory_id,

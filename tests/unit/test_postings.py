@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._filters import parse_filter
-from hybrid_memory._index import postings as postings_module
-from hybrid_memory._index import reads as reads_module
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._index.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
-from hybrid_memory._index.writes import next_rowid
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword import postings as postings_module
+from hybrid_memory._keyword import reads as reads_module
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
+from hybrid_memory._keyword.writes import next_rowid
+from hybrid_memory._model.filters import parse_filter
+from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 WORDS = [
@@ -506,7 +506,7 @@ def test_postings_follow_every_write_from_an_empty_index(
     """A store filled from scratch has its postings when the first search comes (each
     batch's tokens are added as it commits); they rank like postings built afterwards."""
     if by_rows:  # values JSON cannot carry take this path
-        monkeypatch.setattr("hybrid_memory._index.index.batch_json", lambda rows: None)
+        monkeypatch.setattr("hybrid_memory._keyword.index.batch_json", lambda rows: None)
     path = str(tmp_path / "index.sqlite3")
     index = KeywordIndex(path, TOKENIZER)
     assert index.keywords.postings is not None  # empty, like the index

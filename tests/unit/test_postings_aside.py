@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_memory._index.bm25 import query_words
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._records import IndexRow
+from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 WORDS = ["wing", "flow", "shock", "tunnel", "lift", "drag", "vortex", "blade", "nozzle", "jet"]

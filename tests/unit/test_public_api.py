@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import hybrid_memory
-from hybrid_memory import _errors as errors
+from hybrid_memory._model import errors as errors
 
 # Every exception class the library defines.
 ERRORS = sorted(

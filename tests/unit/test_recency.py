@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hybrid_memory._recency import SECONDS_PER_DAY, age_in_days, decay_factor, half_life_days
+from hybrid_memory._search.recency import SECONDS_PER_DAY, age_in_days, decay_factor, half_life_days
 
 NOW = datetime(2024, 5, 8, 12, 0, tzinfo=timezone.utc)
 

@@ -1,11 +1,12 @@
-"""The latest writes' vectors, compared exactly (``hybrid_memory._recent``), by hand."""
+"""The latest writes' vectors, compared exactly (``hybrid_memory._store.recent_vectors``),
+by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hybrid_memory._recent import RecentVectors
+from hybrid_memory._store.recent_vectors import RecentVectors
 
 
 def unit(*values: float) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The relevance score: keyword coverage, evidence, and the monotone pass along the fused
-order (hybrid_memory._relevance)."""
+order (hybrid_memory._search.relevance)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybrid_memory._relevance import evidence, keyword_coverage, monotone_relevance
+from hybrid_memory._search.relevance import evidence, keyword_coverage, monotone_relevance
 
 
 def test_coverage_is_the_share_of_query_words_found() -> None:

@@ -1,4 +1,4 @@
-"""Score-aware RRF (hybrid_memory._fusion.score_lifts and the ``multipliers`` of
+"""Score-aware RRF (hybrid_memory._search.fusion.score_lifts and the ``multipliers`` of
 reciprocal_rank_fusion): each hit's share times 1 + lift x its min-max normalised leg
 score."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_memory._fusion import reciprocal_rank_fusion, score_lifts
+from hybrid_memory._search.fusion import reciprocal_rank_fusion, score_lifts
 
 
 def test_lifts_are_one_plus_lift_times_the_min_max_normalised_score() -> None:

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._index import postings as postings_module
-from hybrid_memory._index import scoring_kernel
-from hybrid_memory._index.postings import Postings, Tokens, best_first
+from hybrid_memory._keyword import postings as postings_module
+from hybrid_memory._keyword import scoring_kernel
+from hybrid_memory._keyword.postings import Postings, Tokens, best_first
 
 WORDS = ["wing", "flow", "shock", "layer", "heat", "drag", "lift", "cone"]
 
@@ -246,8 +246,8 @@ def test_numba_is_imported_only_for_a_large_store() -> None:
     out = run_python(
         "import sys, numpy as np\n"
         "import hybrid_memory\n"
-        "from hybrid_memory._index import scoring_kernel\n"
-        "from hybrid_memory._index.postings import Postings, Tokens\n"
+        "from hybrid_memory._keyword import scoring_kernel\n"
+        "from hybrid_memory._keyword.postings import Postings, Tokens\n"
         "p = Postings()\n"
         "p.add(np.arange(1, 101), Tokens(['a'], np.array([100]), np.arange(1, 101)))\n"
         "p.top(['a'], 5)\n"
@@ -272,8 +272,8 @@ def test_without_numba_the_numpy_path_ranks_and_says_why() -> None:
     out = run_python(
         "import sys, numpy as np\n"
         "sys.modules['numba'] = None\n"
-        "from hybrid_memory._index import scoring_kernel\n"
-        "from hybrid_memory._index.postings import Postings, Tokens\n"
+        "from hybrid_memory._keyword import scoring_kernel\n"
+        "from hybrid_memory._keyword.postings import Postings, Tokens\n"
         "n = scoring_kernel.LOAD_FROM_ROWS + 10\n"
         "p = Postings()\n"
         "p.add(np.arange(1, n + 1), Tokens(['a', 'b'], np.array([n, 7]),"
@@ -294,7 +294,7 @@ def test_numba_told_not_to_compile_leaves_the_numpy_path() -> None:
     out = run_python(
         "import os\n"
         "os.environ['NUMBA_DISABLE_JIT'] = '1'\n"
-        "from hybrid_memory._index import scoring_kernel\n"
+        "from hybrid_memory._keyword import scoring_kernel\n"
         "print(scoring_kernel.load(timeout=120), scoring_kernel.status())\n"
     )
     assert out == "None numpy (NUMBA_DISABLE_JIT is set)"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory._settings import ENV_PREFIX, HybridMemorySettings, load_settings
+from hybrid_memory._model.errors import InvalidInputError
+from hybrid_memory._model.settings import ENV_PREFIX, HybridMemorySettings, load_settings
 
 
 @pytest.fixture(autouse=True)

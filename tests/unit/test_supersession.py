@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from hybrid_memory._supersession import (
+from hybrid_memory._search.supersession import (
     MAX_CHAIN,
     SupersedingLookup,
     chain_depths,

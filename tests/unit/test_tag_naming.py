@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._index.bm25 import STOPWORDS
-from hybrid_memory._index.index import KeywordIndex
-from hybrid_memory._legs import TagLeg
-from hybrid_memory._tags import each_word, words
+from hybrid_memory._keyword.bm25 import STOPWORDS
+from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._model.tags import each_word, words
+from hybrid_memory._search.legs import TagLeg
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Content words, stopwords, and spellings that normalise to them (case, full-width

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory._tags import TagCache, TagMatcher, normalise_tag, normalise_tags, words
+from hybrid_memory._model.errors import InvalidInputError
+from hybrid_memory._model.tags import TagCache, TagMatcher, normalise_tag, normalise_tags, words
 
 WHITESPACE = re.compile(r"\s+")  # any run of Unicode whitespace: one space in a tag
 

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from hybrid_memory._timephrases import find_time_phrase
+from hybrid_memory._search.time_phrases import find_time_phrase
 
 # Wednesday 15 May 2024, 10:00 UTC.
 NOW = datetime(2024, 5, 15, 10, 0, tzinfo=timezone.utc).timestamp()

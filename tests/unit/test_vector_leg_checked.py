@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._legs import with_checked
+from hybrid_memory._search.legs import with_checked
 
 
 def unit(*values: float) -> list[float]:

@@ -3,7 +3,7 @@ closed in step opens again without reading its share while nothing touched it)."
 
 from __future__ import annotations
 
-from hybrid_memory._write_ledger import ANY, WriteLedger, collection_key
+from hybrid_memory._shared_path.write_ledger import ANY, WriteLedger, collection_key
 
 
 def test_writes_elsewhere_leave_a_mark_alone() -> None:
