@@ -370,6 +370,13 @@ class KeywordIndex:
         with self._lock:
             return self.reads.ids()
 
+    def rows_mark(self) -> str:
+        """What the index's rows are, in brief: how many, and the highest row id ever
+        given. Changes with every write of rows (ids are never reused), so that rows
+        changed behind the store's back (a file restored, rows deleted by hand) show."""
+        with self._lock:
+            return self.reads.rows_mark()
+
     def ids_by_hash(self, hashes: Sequence[str]) -> dict[str, str]:
         """For each content hash already stored, one memory id that has it."""
         with self._lock:

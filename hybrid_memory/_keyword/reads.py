@@ -204,6 +204,13 @@ class IndexReads:
             [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
         )
 
+    def rows_mark(self) -> str:
+        (count,) = self._conn.execute("SELECT COUNT(*) FROM memories").fetchone()
+        used = self._conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'memories'"
+        ).fetchone()
+        return f"{count}:{used[0] if used else 0}"
+
     def newest_update(self) -> float | None:
         value = self._conn.execute("SELECT MAX(updated_at) FROM memories").fetchone()[0]
         return None if value is None else float(value)

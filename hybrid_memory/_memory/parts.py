@@ -132,6 +132,7 @@ class StoreParts:
             self.lock,
             self.pool,
             late_commits=s.request_timeout + CLOCK_SKEW,
+            chroma_path=None if s.url else s.path,
         )
         # This process's latest writes, compared exactly by the vector leg (Chroma's
         # search is approximate: a memory just added must be found).

@@ -30,6 +30,7 @@ from hybrid_memory._model.errors import StoreError
 from hybrid_memory._model.records import UPDATED_KEY, IndexRow
 from hybrid_memory._model.tags import TagCache
 from hybrid_memory._model.times import now_timestamp
+from hybrid_memory._store.chroma_log import LogPosition
 from hybrid_memory._store.collection import PAGE, ChromaCollection
 
 log = logging.getLogger("hybrid_memory")
@@ -42,6 +43,9 @@ _CLOCK_SLACK = 300.0
 CLOCK_SKEW = 5.0
 # The index file's state key of the settled point (IndexSync.settled).
 _SETTLED_KEY = "settled_before"
+# The index file's state key of the collection's log position at which the index was
+# last known to hold exactly what the collection holds (hybrid_memory._store.chroma_log).
+_POSITION_KEY = "in_step_at_position"
 # The most stamps of its own a check names to Chroma (IndexSync._unseen); Chroma's SQLite
 # binds each as a variable (at most 32,766 per statement).
 _STAMPS_NAMED = 5_000
@@ -83,8 +87,18 @@ class IndexSync:
         lock: threading.RLock,
         pool: Executor,
         late_commits: float,
+        chroma_path: str | None = None,
     ) -> None:
         self._collection = collection
+        # The collection's log position, when it lives on an embedded Chroma path (None:
+        # a server, a client the caller made, in memory).
+        self._log = (
+            None if chroma_path is None else LogPosition(chroma_path, str(collection.chroma.id))
+        )
+        # The log position when the index was last known in step with the collection,
+        # carried through this process's own writes (see writing): while the collection
+        # reads the same, the index is in step, and closing stores it for the next open.
+        self._in_step_position: str | None = None
         self._late_commits = late_commits
         # Every write stamped up to this time (this process's clock) that the collection
         # holds is in the index as the collection holds it (None: not known; see above).
@@ -109,16 +123,22 @@ class IndexSync:
         self._warm_thread: threading.Thread | None = None
         self._warmed = 0  # memories the warming fill has read so far
         self._to_warm = 0  # memories in the collection when it started
+        self._comparing: Future[None] | None = None  # see _compare_in_background
+        # The open found the collection's log position behind the index's: a backup was
+        # put back, and the next sync re-reads every memory.
+        self._restored = False
 
     # --- opening ---------------------------------------------------------------------------
 
     def open(self, *, reconcile: bool, warm_above: int) -> None:
         """The check a store makes when it opens. An index that must be filled from
-        scratch with many memories warms in the background; otherwise the index catches
-        up what changed since its watermark, at once. ``reconcile``: compare ids at once
-        (else in the background, when the index was kept from an earlier open: deletes
-        made meanwhile by others are then reconciled within a moment). ``warm_above``:
-        the setting ``warm_in_background``."""
+        scratch with many memories warms in the background. An index kept from an
+        earlier open whose stored log position is the collection's is in step as it is
+        (nothing read). Otherwise a large index is compared with the collection in the
+        background, while it answers searches, and a small one catches up what changed
+        since its watermark at once. ``reconcile``: then compare ids at once too (else
+        in the background: deletes made meanwhile by others are reconciled within a
+        moment). ``warm_above``: the setting ``warm_in_background``."""
         with self._lock:
             index, collection = self._index, self._collection
             fresh = index.get_state("collection_id") != collection.id
@@ -131,9 +151,75 @@ class IndexSync:
                     )
                     self._warm_thread.start()
                     return
-        self.rebuilding_on_damage(lambda: self.sync(reconcile=reconcile or fresh))
-        if not (reconcile or fresh):
+            if not fresh and self._resume_at_position():
+                return
+            if not fresh and index.count() > warm_above:
+                # A large index kept from an earlier open, whose collection may have
+                # changed behind its back: compared in the background while searches
+                # answer from it (the vector leg reads the collection as it is).
+                self._compare_in_background()
+                return
+        restored, self._restored = self._restored, False
+        self.rebuilding_on_damage(
+            lambda: self.sync(reconcile=reconcile or fresh or restored, full=restored)
+        )
+        if not (reconcile or fresh or restored):
             self._reconcile_in_background()
+
+    def _resume_at_position(self) -> bool:
+        """Take the index as in step, reading nothing of the collection, when the
+        collection's log position (:func:`~hybrid_memory._store.chroma_log.log_position`)
+        is the one the index stored when it was last known in step: nobody wrote to the
+        collection since. Under the write lock."""
+        stored = self._index.get_state(_POSITION_KEY)
+        if stored is None or self._index.lagging:
+            return False
+        marker = self._collection.write_marker()
+        mark = self._collection.write_mark()
+        position = self._position()
+        if position is None or stored != f"{position}|{self._index.rows_mark()}":
+            self._restored = _went_back(stored, position)
+            return False
+        if self._collection.write_marker() == marker:
+            self._in_step_at = marker
+        if self._collection.write_mark() == mark:
+            self.in_step_mark = mark
+        self._in_step_position = position
+        self.last_check = time.monotonic()
+        self._settle(now_timestamp())
+        return True
+
+    def _position(self) -> str | None:
+        """The collection's log position, when its store is an embedded path."""
+        return None if self._log is None else self._log.read()
+
+    def _keep_position(self, position: str | None) -> None:
+        """The index holds what the collection held at ``position`` (read before the reads
+        that found it so): stored for the next open. Under the write lock."""
+        self._in_step_position = position
+        if position is None:
+            return
+        proof = f"{position}|{self._index.rows_mark()}"
+        if self._index.get_state(_POSITION_KEY) != proof:
+            self._index.set_state(_POSITION_KEY, proof)
+
+    def _compare_in_background(self) -> None:
+        """A full catch-up and comparison of ids on the pool, the index answering
+        searches meanwhile; the periodic check waits for it (:meth:`maybe_sync`)."""
+        self.last_check = time.monotonic()
+
+        restored, self._restored = self._restored, False
+
+        def run() -> None:
+            if not self.closed:
+                self.rebuilding_on_damage(lambda: self.sync(reconcile=True, full=restored))
+
+        self._comparing = self._pool.submit(run)
+        self._comparing.add_done_callback(_log_failure)
+
+    def comparing(self) -> bool:
+        """Whether the comparison an open started in the background is under way."""
+        return self._comparing is not None and not self._comparing.done()
 
     def _reconcile_in_background(self) -> None:
         """Compare ids with the collection on the pool. The collection's ids (a read
@@ -182,9 +268,27 @@ class IndexSync:
         thread.join()
 
     def stop(self) -> None:
-        """On close: stop a fill in progress (the next open starts it again)."""
+        """On close: stop a fill in progress (the next open starts it again), and store
+        the collection's log position if the index is known to be in step with it, so
+        that the next open reads nothing of the collection."""
         self.closed = True
         self.wait_warm()
+        try:
+            self._keep_position_if_unchanged()
+        except (sqlite3.Error, StoreError) as exc:  # the next open compares instead
+            log.debug("the keyword index's log position was not stored: %s", exc)
+
+    def _keep_position_if_unchanged(self) -> None:
+        """Store the log position read now when it is the one at which the index was
+        last known in step (nobody wrote since, or only this process, whose writes went
+        to both)."""
+        with self._lock:
+            position = self._position()
+            in_step = position is not None and position == self._in_step_position
+            if in_step and not self._index.lagging:
+                self._keep_position(position)
+            if self._log is not None:
+                self._log.close()
 
     def wait_checks(self) -> None:
         """After :meth:`stop`: return once no background check of this index is queued
@@ -250,6 +354,7 @@ class IndexSync:
             index, collection = self._index, self._collection
             marker = collection.write_marker()  # before the reads: a write after it shows
             mark = collection.write_mark()  # the same, counted (see in_step_mark)
+            position = self._position()  # the same, as Chroma's log tells it
             changed = emptied = False
             if index.get_state("collection_id") != collection.id:
                 if index.count():  # a new file (a new namespace's) has nothing to clear
@@ -299,6 +404,9 @@ class IndexSync:
                 self._in_step_at = marker
                 in_step = True
             self.in_step_mark = mark if in_step else None
+            if in_step:
+                self._in_step_at = marker
+                self._keep_position(position)
             self.last_check = time.monotonic()
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
@@ -311,7 +419,7 @@ class IndexSync:
         since = now - self.last_check
         if interval:
             interval = max(interval, _CHECK_SHARE * self.check_seconds)
-        if since < interval or self.warming():
+        if since < interval or self.warming() or self.comparing():
             return
         if interval and self._nothing_written():
             self.last_check = now
@@ -335,6 +443,7 @@ class IndexSync:
                 return
             writes = self._writes
             marker = self._collection.write_marker()  # before: a write after it shows
+            position = self._position()
             read_started = now_timestamp()
             clock = time.perf_counter()
             behind = writes % 2 == 0 and self._behind()
@@ -350,6 +459,7 @@ class IndexSync:
             else:
                 self._in_step_at = marker
                 self._settle(read_started)
+                self._keep_position(position)
         except Exception:
             # Chroma unreachable, say: the next call starts another check, and once no
             # check succeeded for two intervals, calls check themselves and raise.
@@ -429,12 +539,20 @@ class IndexSync:
         of which are done here. Without this, each write of a store's own made the next
         check due, and a check (a Chroma count and filtered read: ~0.4 s at a million
         memories) slowed the searches and writes beside it."""
-        in_step = self._in_step_at
-        others = None if in_step is None else self._collection.others_writes()
-        unchanged = others is not None and self._collection.write_marker() == in_step
+        in_step, position = self._in_step_at, self._in_step_position
+        known = in_step is not None or position is not None
+        others = self._collection.others_writes() if known else None
+        unchanged = (
+            others is not None
+            and in_step is not None
+            and self._collection.write_marker() == in_step
+        )
         mark = self.in_step_mark
         counted = mark is not None and self._collection.write_mark() == mark
         own = self._collection.own_writes
+        if others is None:
+            position = None
+        carried = position is not None and self._position() == position
         began = now_timestamp()
         self._writes += 1
         try:
@@ -454,6 +572,17 @@ class IndexSync:
                 if self._collection.others_writes() == others and self._in_step_at == in_step:
                     self._in_step_at = marker
                     self._settle(began)
+            if carried:
+                after_position = self._position()
+                if (
+                    self._collection.others_writes() == others
+                    and self._in_step_position == position
+                ):
+                    self._in_step_position = after_position
+                else:
+                    self._in_step_position = None
+            elif position is not None or self._in_step_position is not None:
+                self._in_step_position = None
         finally:
             self._writes += 1
 
@@ -616,6 +745,20 @@ def _copy_all(
     while (page_copied := index.copy_in(read, changed_only=changed_only)) is not None:
         copied += page_copied
     return copied
+
+
+def _went_back(stored: str, position: str | None) -> bool:
+    """Whether the collection's log ``position`` is behind the one ``stored`` with the
+    index (same collection, a lower sequence number): a backup of the collection was put
+    back, and memories may hold older versions than the index's, at older stamps that a
+    catch-up does not read."""
+    if position is None:
+        return False
+    before, now = stored.split("|")[0].split(":"), position.split(":")
+    try:
+        return before[0] == now[0] and int(now[1]) < int(before[1])
+    except (IndexError, ValueError):  # a damaged proof: compared as any other
+        return False
 
 
 def _log_failure(future: Future[None]) -> None:
