@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
+import os
 import re
 import sqlite3
 import threading
@@ -28,21 +30,29 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from hybrid_memory._keyword.file import IndexDamaged
+from hybrid_memory._keyword import postings_file
+from hybrid_memory._keyword.file import EPOCH_KEY, IndexDamaged
 from hybrid_memory._keyword.porter import DEFAULT_TOKENIZER, plain_term
-from hybrid_memory._keyword.postings import (
-    FloatArray,
-    IntArray,
-    Postings,
-    parse_tokens,
-    tokens_sql,
-)
+from hybrid_memory._keyword.postings import FloatArray, IntArray, Postings
+from hybrid_memory._keyword.postings_file import KeptCarriers, MappedPostings, PostingsFileError
 from hybrid_memory._keyword.reads import IndexReads, MemoryIds
+from hybrid_memory._keyword.tokens import parse_tokens, tokens_sql
 from hybrid_memory._keyword.writes import Batch, fts_text, take_new_tokens
 from hybrid_memory._model.filters import Node, to_sql
 from hybrid_memory._process.exit import join_at_exit
 
+log = logging.getLogger("hybrid_memory")
+
 _KEPT_WORDS = 50_000  # query words whose FTS5 terms are remembered
+# An index of at least this many memories leaves its postings beside its file when it
+# closes (below, building them takes a new process less than a search's worth of time).
+SAVE_FROM_ROWS = 5_000
+# The postings kept beside the file are used when at most this many rows were written
+# since (each read and tokenised when they are mapped); more, and they are built again.
+_CATCH_UP_ROWS = 20_000
+# They are written again when this many rows (or a tenth) are not in them, or removed.
+_RESAVE_ROWS = 5_000
+_ROWS_CHECKED = 1_000  # the last rows whose ids are compared with the kept postings
 _NAMING_PAGE = 50_000  # rows whose ids are read at a time when postings are built
 
 # Dropped from keyword *queries* only: they match most memories and drown the terms
@@ -111,6 +121,10 @@ class ReadBeside(Protocol[_Read]):
 
     def adopt(self, read: _Read, gone: Sequence[int], high: int) -> None: ...
 
+    def to_keep(self) -> KeptCarriers | None: ...
+
+    def from_kept(self, kept: KeptCarriers) -> _Read: ...
+
 
 class KeywordSearch:
     """The keyword leg's ranking. Runs under the caller's lock, after the caller brought
@@ -148,6 +162,7 @@ class KeywordSearch:
         # to build from: they start empty and follow every write, so a store filled from
         # scratch has them when its first search comes.
         self.postings: Postings | None = Postings() if self._postings_rank and empty else None
+        self._tried_file = False  # the postings kept beside the file were looked for
 
     # --- ranking ------------------------------------------------------------------------
 
@@ -177,10 +192,14 @@ class KeywordSearch:
         if postings is None:  # being built aside: FTS5 ranks (the same BM25 scores)
             return self.search_fts(words, limit, where)
         single = [t[0] for t in terms if t]
-        if within is None and where is not None:
-            rows, scores = self._best_passing(*postings.scores(single), limit, where)
-        else:
-            rows, scores = postings.top(single, limit, within)
+        try:
+            if within is None and where is not None:
+                rows, scores = self._best_passing(*postings.scores(single), limit, where)
+            else:
+                rows, scores = postings.top(single, limit, within)
+        except PostingsFileError as exc:
+            self._drop_file(exc)
+            return self.search_fts(words, limit, where)
         ids = self._ids.ids_of(rows.tolist())
         if len(ids) < len(rows):
             raise IndexDamaged("ranked rows are missing from the memories table")
@@ -232,7 +251,11 @@ class KeywordSearch:
             return None
         terms = sorted({t for word_terms in self.terms_of(words) for t in word_terms})
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
-        kept = set(postings.holding_all(terms, rows).tolist())
+        try:
+            kept = set(postings.holding_all(terms, rows).tolist())
+        except PostingsFileError as exc:
+            self._drop_file(exc)
+            return None
         return [memory_id for memory_id, row in rowids.items() if row in kept]
 
     def terms_held(
@@ -245,7 +268,11 @@ class KeywordSearch:
         if postings is None or not self._postings_rank:
             return None
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
-        each = postings.holding_each(terms, rows).T.tolist()  # a row of flags per memory
+        try:
+            each = postings.holding_each(terms, rows).T.tolist()  # a row of flags per memory
+        except PostingsFileError as exc:
+            self._drop_file(exc)
+            return None
         return {
             memory_id: {term for term, holds in zip(terms, flags, strict=True) if holds}
             for memory_id, flags in zip(rowids, each, strict=True)
@@ -331,6 +358,10 @@ class KeywordSearch:
             self._ids.clear()
             self.postings = _build_postings(self._conn)
             return self.postings
+        if not self._tried_file:
+            self._tried_file = True
+            if self._map_file(self._path) is not None:
+                return self.postings
         built, self._built = self._built, None
         if isinstance(built, BaseException):
             raise built
@@ -350,6 +381,73 @@ class KeywordSearch:
             self._aside.start()
             join_at_exit(self._aside)  # numpy's C++ must not meet the exit (see _exit)
         return None
+
+    def _map_file(self, path: str) -> Postings | None:
+        """The postings an earlier process left beside the index file (mapped, not read),
+        brought in step with the rows written since: None (and nothing kept) when there
+        is no such file, it is not this file's, or too much was written since."""
+        epoch = self._reads.state(EPOCH_KEY)
+        if epoch is None:
+            return None
+        try:
+            mapped = MappedPostings(postings_file.path_for(path), epoch)
+        except (OSError, PostingsFileError):
+            return None
+        postings = Postings(mapped)
+        newer = self._reads.rows_above(postings.high)
+        if newer > _CATCH_UP_ROWS or not self._same_rows(postings):
+            return None
+        self._ids.clear()
+        self.postings = postings
+        try:
+            seen = self.other_writers_wrote()
+        except (ValueError, PostingsFileError):
+            seen = None
+        if seen is None:
+            self.postings = None
+            return None
+        kept = mapped.carriers()
+        if kept is not None and self._beside is not None:
+            self._beside.adopt(self._beside.from_kept(kept), *seen)
+        return postings
+
+    def _drop_file(self, cause: PostingsFileError) -> None:
+        """The mapped postings turned out damaged (a term's list out of order): dropped,
+        and the file removed, so that they are built again from the index file."""
+        log.warning("the keyword postings kept beside %s are damaged: %s", self._path, cause)
+        self.postings = None
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(postings_file.path_for(self._path))
+
+    def _same_rows(self, postings: Postings) -> bool:
+        """Whether the rows the postings name last are the index's, under the same ids
+        (a file restored from a backup may have given row ids the postings hold to
+        other memories)."""
+        rows = self._reads.last_rows(postings.high, _ROWS_CHECKED)
+        return postings.ids_of([r for r, _ in rows]) == dict(rows)
+
+    def worth_saving(self) -> bool:
+        """Whether the postings are worth leaving beside the index file for the next
+        process to map: the index is large, and a good share of its postings is not in
+        the file yet."""
+        postings = self.postings
+        if postings is None or self._path is None or len(postings) < SAVE_FROM_ROWS:
+            return False
+        return not postings.mapped or postings.unsaved() > min(_RESAVE_ROWS, len(postings) // 10)
+
+    def save(self, epoch: str) -> None:
+        """Write the postings beside the index file (:meth:`worth_saving`), stamped with
+        the file's ``epoch``. Under the lock, caught up with other connections' writes. A
+        failure (no room) leaves the next process to build them as before."""
+        postings, path = self.postings, self._path
+        if postings is None or path is None or not self.worth_saving():
+            return
+        try:
+            carriers = None if self._beside is None else self._beside.to_keep()
+            postings.save(postings_file.path_for(path), epoch, carriers)
+        except (OSError, ValueError) as exc:
+            log.warning("the keyword postings were not kept beside %s: %s", path, exc)
 
     def _build_aside(self) -> None:
         try:

@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import BinaryIO
@@ -64,6 +65,8 @@ _DAMAGE_EXTENDED = {1032, 522}
 # SQLITE_IOERR_WRITE, SQLITE_IOERR_TRUNCATE, SQLITE_IOERR_SHMSIZE.
 _FULL_PRIMARY = {13}
 _FULL_EXTENDED = {778, 1546, 4874}
+
+EPOCH_KEY = "epoch"  # see IndexFile.epoch
 
 _TABLES = (
     "memories",
@@ -567,6 +570,23 @@ class IndexFile:
         with self.writing() as c:
             c.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (key, value))
             self.committed()
+
+    def epoch(self) -> str:
+        """A name for the file's rows as one lineage (row ids only grow within it): what
+        files derived from it (the postings kept beside it) are checked against. A new
+        one when the file starts over (a new file, its rows cleared: :meth:`start_epoch`)."""
+        current = self.get_state(EPOCH_KEY)
+        if current is None:
+            with self.writing() as c:
+                current = self.start_epoch(c)
+                self.committed()
+        return current
+
+    def start_epoch(self, conn: sqlite3.Connection) -> str:
+        """A new :meth:`epoch`, written on ``conn`` (in the caller's write)."""
+        current = uuid.uuid4().hex
+        conn.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (EPOCH_KEY, current))
+        return current
 
     def data_version(self) -> int:
         """Changes with every commit by another connection to the file (not this one).

@@ -118,6 +118,14 @@ class KeywordIndex:
             self._start_parts()
 
     def close(self) -> None:
+        """Close the file, leaving the postings beside it for the next process when a
+        good share of them is not there yet."""
+        with contextlib.suppress(sqlite3.Error):
+            if self.keywords.worth_saving():
+                epoch = self.file.epoch()  # a write: not under the lock (see IndexFile.writing)
+                with self._lock:
+                    self._catch_up()
+                    self.keywords.save(epoch)
         self.file.close()
 
     def get_state(self, key: str) -> str | None:
@@ -296,6 +304,8 @@ class KeywordIndex:
             self.reads.clear_counts()
             for table in ROW_TABLES:
                 c.execute(f"DELETE FROM {table}")
+            # The postings kept beside the file are no longer its rows'.
+            self.file.start_epoch(c)
             self.keywords.cleared()
             self.tags.carriers.clear()
             self.ids_cache.clear_rowids()

@@ -204,6 +204,25 @@ class IndexReads:
             [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
         )
 
+    def state(self, key: str) -> str | None:
+        """A value of the state table (read in the caller's view)."""
+        row = self._conn.execute("SELECT value FROM index_state WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def rows_above(self, row: int) -> int:
+        """How many rows have a row id above ``row``."""
+        (count,) = self._conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE rowid > ?", (row,)
+        ).fetchone()
+        return int(count)
+
+    def last_rows(self, upto: int, count: int) -> list[tuple[int, str]]:
+        """The ``count`` highest rows up to row id ``upto``: ``(row id, memory id)``."""
+        return self._conn.execute(
+            "SELECT rowid, id FROM memories WHERE rowid <= ? ORDER BY rowid DESC LIMIT ?",
+            (upto, count),
+        ).fetchall()
+
     def rows_mark(self) -> str:
         (count,) = self._conn.execute("SELECT COUNT(*) FROM memories").fetchone()
         used = self._conn.execute(
