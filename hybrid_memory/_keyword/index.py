@@ -121,11 +121,11 @@ class KeywordIndex:
         """Close the file, leaving the postings beside it for the next process when a
         good share of them is not there yet."""
         with contextlib.suppress(sqlite3.Error):
-            if self.keywords.worth_saving():
+            if self.keywords.keeper.worth_saving():
                 epoch = self.file.epoch()  # a write: not under the lock (see IndexFile.writing)
                 with self._lock:
                     self._catch_up()
-                    self.keywords.save(epoch)
+                    self.keywords.keeper.save(epoch)
         self.file.close()
 
     def get_state(self, key: str) -> str | None:
@@ -260,7 +260,7 @@ class KeywordIndex:
 
     def _follow(self, batch: Batch, tokens: str | None) -> None:
         """After a write's commit: the in-memory parts take it in."""
-        self.keywords.written(batch, tokens)
+        self.keywords.keeper.written(batch, tokens)
         self.ids_cache.written(r.id for r in batch.rows)
         self.tags.written(batch)
         self.file.committed()
@@ -289,7 +289,7 @@ class KeywordIndex:
                 found = {i: row for i, row in found.items() if i not in kept}
             rowids = list(found.values())
             delete_rows(tx.conn, rowids)
-            self.keywords.deleted(rowids)
+            self.keywords.keeper.deleted(rowids)
             tx.follow = lambda: self._removed(found, rowids)
         return len(rowids)
 
@@ -306,7 +306,7 @@ class KeywordIndex:
                 c.execute(f"DELETE FROM {table}")
             # The postings kept beside the file are no longer its rows'.
             self.file.start_epoch(c)
-            self.keywords.cleared()
+            self.keywords.keeper.cleared()
             self.tags.carriers.clear()
             self.ids_cache.clear_rowids()
             self.file.committed()
@@ -344,7 +344,7 @@ class KeywordIndex:
         self._data_version = version
         self.reads.clear_counts()
         self.ids_cache.clear_rowids()
-        seen = self.keywords.other_writers_wrote()
+        seen = self.keywords.keeper.other_writers_wrote()
         if seen is None:
             self.tags.carriers.clear()  # read again when next asked for
         else:

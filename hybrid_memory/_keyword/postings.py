@@ -25,17 +25,12 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory._keyword import compiled_top, postings_file, scoring_kernel
-from hybrid_memory._keyword.bm25_scores import K1 as K1
-from hybrid_memory._keyword.bm25_scores import B as B
-from hybrid_memory._keyword.bm25_scores import FloatArray, IntArray, bm25_idf
-from hybrid_memory._keyword.bm25_scores import best_first as best_first
-from hybrid_memory._keyword.bm25_scores import bm25_term_scores as bm25_term_scores
+from hybrid_memory._keyword import compiled_top, numpy_top, postings_file, scoring_kernel
+from hybrid_memory._keyword.bm25_scores import FloatArray, IntArray
 from hybrid_memory._keyword.postings_file import KeptCarriers, MappedPostings, PerRow, TermLists
 from hybrid_memory._keyword.postings_file import write as write_file
 from hybrid_memory._keyword.row_names import RowNames
-from hybrid_memory._keyword.tokens import Tokens as Tokens
-from hybrid_memory._keyword.tokens import term_frequencies as term_frequencies
+from hybrid_memory._keyword.tokens import Tokens, term_frequencies
 
 # Row ids in the postings are 32-bit: a posting is then 10 bytes (row id, tf, its row's
 # length) instead of 14, the largest structure of the index.
@@ -275,7 +270,7 @@ class Postings:
         lengths = np.concatenate([p.lengths for p in parts])
         return TermLists(rows[keep], tfs[keep], lengths[keep])
 
-    def _live_rows(self, term: str) -> npt.NDArray[np.int32]:
+    def live_rows(self, term: str) -> npt.NDArray[np.int32]:
         """``term``'s live rows, ascending."""
         parts = self.parts(term)
         if not parts:
@@ -331,92 +326,17 @@ class Postings:
         loops = scoring_kernel.want(self._live_count)
         if loops is not None:
             return compiled_top.scores(self, loops, terms)
-        matched = self._matched(terms)
-        if matched is None:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        rows, totals = matched
-        mask = np.zeros(len(totals), dtype=bool)
-        mask[rows] = True
-        matched_rows = np.flatnonzero(mask)
-        return matched_rows, totals[matched_rows]
+        return numpy_top.scores(self, terms)
 
     def top(
         self, terms: Sequence[str], limit: int, within: IntArray | None = None
     ) -> tuple[IntArray, FloatArray]:
         """``best_first(*scores(terms), limit)``, restricted to the rows ``within`` when
-        given, without sorting every matched row: only candidates are ranked.
-
-        The cut: one term's rows are distinct, so when a term matches at least
-        ``limit`` rows, the ``limit``-th best total among them is at most the
-        ``limit``-th best of all; every row totalling at least that is a candidate
-        (the best rows and their ties among them). The shortest such list gives it
-        cheapest, and the rarest term's rows mostly total the most."""
+        given, without sorting every matched row (:func:`numpy_top.top`)."""
         loops = scoring_kernel.want(self._live_count)
         if loops is not None:
             return compiled_top.top(self, loops, terms, limit, within)
-        matched = self._matched(terms)
-        if matched is None or limit <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        rows, totals = matched
-        if within is not None:
-            candidates = np.unique(np.asarray(within, dtype=np.int64))
-            candidates = candidates[(candidates >= 0) & (candidates < len(totals))]
-            candidates = candidates[totals[candidates] > 0.0]
-        else:
-            shortest = self._shortest_list(terms, limit)
-            if shortest is None:  # every term matches fewer rows: few candidates
-                candidates = np.unique(rows).astype(np.int64)
-            else:
-                among = totals[shortest]
-                floor = np.partition(among, len(among) - limit)[len(among) - limit]
-                candidates = np.flatnonzero(totals >= floor)  # floor > 0: matched rows
-        return best_first(candidates, totals[candidates], limit)
-
-    def _shortest_list(self, terms: Sequence[str], at_least: int) -> npt.NDArray[np.int32] | None:
-        """The live row ids of the term of ``terms`` matching the fewest rows, of those
-        matching at least ``at_least`` (None when no term does)."""
-        best: str | None = None
-        best_size = 0
-        for term in terms:
-            size = sum(len(p.rows) for p in self.parts(term))
-            if size >= at_least and (best is None or size < best_size):
-                best, best_size = term, size
-        if best is None:
-            return None
-        shortest = self._live_rows(best)
-        return None if len(shortest) < at_least else shortest
-
-    def _matched(self, terms: Sequence[str]) -> tuple[npt.NDArray[np.int32], FloatArray] | None:
-        """The live postings of ``terms``: their row ids (one per posting) and the BM25
-        total of every row id up to the highest matched (0.0 where none matched); None
-        when nothing matches. Every term's postings are scored in one pass, each with its
-        term's idf: the floats of scoring them term by term, in a handful of numpy calls."""
-        if not self._live_count or not terms:
-            return None
-        parts_rows: list[npt.NDArray[np.int32]] = []
-        parts_tfs: list[npt.NDArray[np.float32]] = []
-        idfs: list[float] = []
-        for term in terms:
-            matching = 0
-            for part in self.parts(term):
-                rows, tfs = part.rows, part.tfs
-                if self._dead:
-                    keep = self._live[rows]
-                    rows, tfs = rows[keep], tfs[keep]
-                if len(rows):
-                    parts_rows.append(rows)
-                    parts_tfs.append(tfs)
-                    matching += len(rows)
-            if matching:
-                term_idf = bm25_idf(matching, self._live_count)
-                idfs.extend([term_idf] * (len(parts_rows) - len(idfs)))
-        if not parts_rows:
-            return None
-        rows = np.concatenate(parts_rows)
-        idf = np.repeat(np.array(idfs), [len(part) for part in parts_rows])
-        scores = bm25_term_scores(np.concatenate(parts_tfs), self._length[rows], self.avgdl(), idf)
-        totals = np.bincount(rows, weights=scores).astype(np.float64, copy=False)
-        return rows, totals
+        return numpy_top.top(self, terms, limit, within)
 
     def holding_each(self, terms: Sequence[str], rows: IntArray) -> npt.NDArray[np.bool_]:
         """Whether each of ``rows`` (live) holds each of ``terms``: a boolean array of

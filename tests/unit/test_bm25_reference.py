@@ -17,8 +17,8 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from hybrid_memory._keyword import scoring_kernel
-from hybrid_memory._keyword.bm25 import _TOKEN, query_words
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.query_words import _TOKEN, query_words
 from hybrid_memory._model.records import IndexRow
 
 from ..conftest import SHARED_DATA

@@ -111,7 +111,7 @@ def test_the_log_stays_bounded_over_many_batches(tmp_path: Path) -> None:
     os.unlink(postings_file.path_for(str(path)))
     reopened = KeywordIndex(str(path), TOKENIZER)
     reopened.search(word, 1)
-    builder = reopened.keywords._aside
+    builder = reopened.keywords.keeper._aside
     assert builder is not None
     builder.join(timeout=120)
     assert reopened.search(word, 20_000) == hits

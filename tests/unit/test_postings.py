@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from hybrid_memory._keyword import postings as postings_module
 from hybrid_memory._keyword import reads as reads_module
 from hybrid_memory._keyword import row_names
-from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword.bm25_scores import best_first, bm25_idf
 from hybrid_memory._keyword.index import KeywordIndex
-from hybrid_memory._keyword.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
+from hybrid_memory._keyword.postings import Postings
+from hybrid_memory._keyword.query_words import query_words
+from hybrid_memory._keyword.tokens import Tokens, term_frequencies
 from hybrid_memory._keyword.writes import next_rowid
 from hybrid_memory._model.filters import parse_filter
 from hybrid_memory._model.records import IndexRow
@@ -675,7 +677,7 @@ def test_ranked_rows_are_named_without_sql(tmp_path: Path) -> None:
         assert {i for i, _ in index.search("quasar", 10)} == {"theirs", mine}
     # Without postings (being built), the rows are named from the table.
     writer.keywords.postings = None
-    writer.keywords._built = None
+    writer.keywords.keeper._built = None
     assert writer.ids_cache.ids_of([1, 2]) == {1: "m0", 2: "m1"}
     assert writer.ids_cache.rowids_of(["m1", "theirs"]) == {"m1": 2, "theirs": 301}
     writer.close()
@@ -688,7 +690,7 @@ def test_a_full_id_cache_still_answers_every_id() -> None:
     index = KeywordIndex(None, TOKENIZER)
     index.upsert(random_rows(random.Random(9), 6))
     index.keywords.postings = None  # nothing named by the postings: remembered, else read
-    index.keywords._built = None
+    index.keywords.keeper._built = None
     ids = index.ids_cache
     with patch.object(reads_module, "_KEPT_IDS", 4):
         assert ids.ids_of([1, 2, 3]) == {1: "m0", 2: "m1", 3: "m2"}

@@ -16,7 +16,7 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 
-from hybrid_memory._keyword import bm25 as bm25_module
+from hybrid_memory._keyword import postings_keeper as keeper_module
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._keyword.postings import Postings
 from hybrid_memory._keyword.postings_file import MappedPostings, PostingsFileError, path_for
@@ -27,7 +27,7 @@ from .test_postings import QUERIES, TOKENIZER, assert_same, fts_ranking, random_
 
 @pytest.fixture(autouse=True)
 def small_stores_keep_postings() -> object:
-    with patch.object(bm25_module, "SAVE_FROM_ROWS", 50):
+    with patch.object(keeper_module, "SAVE_FROM_ROWS", 50):
         yield
 
 
@@ -62,7 +62,7 @@ def test_a_closed_index_leaves_postings_the_next_one_ranks_with_at_once(tmp_path
     assert len(rows) == len(index.keywords.postings)
     kept = {t: (r.tolist(), f.tolist()) for t, r, f in index.keywords.postings.each_term()}
     index.keywords.postings = None
-    index.keywords._tried_file = True  # built aside this time
+    index.keywords.keeper._tried_file = True  # built aside this time
     while index.keywords.postings is None:
         index.search("wing", 1)
     built = index.keywords.postings
@@ -77,7 +77,7 @@ def test_writes_after_the_file_was_kept_are_brought_in(tmp_path: Path) -> None:
     other.upsert(random_rows(random.Random(8), 40, start=300))
     other.delete([f"m{n}" for n in range(0, 300, 7)])
     other.upsert(random_rows(random.Random(9), 5, start=10))  # updates: new rows
-    with patch.object(bm25_module, "SAVE_FROM_ROWS", 10**9):
+    with patch.object(keeper_module, "SAVE_FROM_ROWS", 10**9):
         other.close()  # leaves the kept file as it was
     index = KeywordIndex(str(path), TOKENIZER)
     index.search("wing", 1)
@@ -101,7 +101,7 @@ def test_postings_of_another_lineage_of_rows_are_not_used(tmp_path: Path) -> Non
     index = KeywordIndex(str(path), TOKENIZER)
     index.clear()  # a fill from scratch starts: the kept postings are no longer its
     index.upsert(random_rows(random.Random(11), 80))
-    with patch.object(bm25_module, "SAVE_FROM_ROWS", 10**9):
+    with patch.object(keeper_module, "SAVE_FROM_ROWS", 10**9):
         index.close()
     index = KeywordIndex(str(path), TOKENIZER)
     index.search("wing", 1)
@@ -128,7 +128,7 @@ def test_a_restored_index_file_that_gave_row_ids_to_other_memories(tmp_path: Pat
     index = KeywordIndex(str(path), TOKENIZER)
     others = random_rows(random.Random(13), 100)
     index.upsert([dataclasses.replace(r, id=f"other{n}") for n, r in enumerate(others)])
-    with patch.object(bm25_module, "SAVE_FROM_ROWS", 10**9):
+    with patch.object(keeper_module, "SAVE_FROM_ROWS", 10**9):
         index.close()
     index = KeywordIndex(str(path), TOKENIZER)
     index.search("wing", 1)
@@ -188,14 +188,14 @@ def test_the_file_is_written_again_only_when_much_is_missing_from_it(tmp_path: P
     index = KeywordIndex(str(path), TOKENIZER)
     index.search("wing", 1)
     index.upsert(random_rows(random.Random(14), 5, start=200))
-    with patch.object(bm25_module, "_RESAVE_ROWS", 10):
+    with patch.object(keeper_module, "_RESAVE_ROWS", 10):
         index.close()
     assert os.stat(kept).st_mtime_ns == written  # five rows: not worth a rewrite
     index = KeywordIndex(str(path), TOKENIZER)
     index.search("wing", 1)
     assert mapped(index)
     index.upsert(random_rows(random.Random(15), 60, start=205))
-    with patch.object(bm25_module, "_RESAVE_ROWS", 10):
+    with patch.object(keeper_module, "_RESAVE_ROWS", 10):
         index.close()
     assert os.stat(kept).st_mtime_ns != written
     index = KeywordIndex(str(path), TOKENIZER)
@@ -234,7 +234,7 @@ def test_the_tags_carriers_are_kept_with_the_postings(tmp_path: Path) -> None:
     other = KeywordIndex(str(path), TOKENIZER)
     other.upsert(tagged_rows(2, 20, start=300))
     other.delete(["m5", "m17", "m302"])
-    with patch.object(bm25_module, "SAVE_FROM_ROWS", 10**9):
+    with patch.object(keeper_module, "SAVE_FROM_ROWS", 10**9):
         other.close()
     index = KeywordIndex(str(path), TOKENIZER)
     index.search("wing", 1)
@@ -249,7 +249,7 @@ def test_the_tags_carriers_are_kept_with_the_postings(tmp_path: Path) -> None:
     index.file.conn.set_trace_callback(None)
     assert not [s for s in read if "memory_tags" in s]
     fresh = KeywordIndex(str(path), TOKENIZER)  # reads the carriers from the table
-    fresh.keywords._tried_file = True
+    fresh.keywords.keeper._tried_file = True
     expected = [
         fresh.tag_carriers(["alice", "travel"], 15),
         fresh.tag_carriers(["bob"], 40, among=[f"m{n}" for n in range(0, 320, 3)]),

@@ -17,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_memory._keyword import compiled_top, postings_file, scoring_kernel
-from hybrid_memory._keyword.postings import Postings, Tokens, best_first
+from hybrid_memory._keyword.bm25_scores import best_first
+from hybrid_memory._keyword.postings import Postings
+from hybrid_memory._keyword.tokens import Tokens
 
 WORDS = ["wing", "flow", "shock", "layer", "heat", "drag", "lift", "cone"]
 
@@ -246,7 +248,8 @@ def test_numba_is_imported_only_for_a_large_store() -> None:
         "import sys, numpy as np\n"
         "import hybrid_memory\n"
         "from hybrid_memory._keyword import scoring_kernel\n"
-        "from hybrid_memory._keyword.postings import Postings, Tokens\n"
+        "from hybrid_memory._keyword.postings import Postings\n"
+        "from hybrid_memory._keyword.tokens import Tokens\n"
         "p = Postings()\n"
         "p.add(np.arange(1, 101), Tokens(['a'], np.array([100]), np.arange(1, 101)))\n"
         "p.top(['a'], 5)\n"
@@ -272,7 +275,8 @@ def test_without_numba_the_numpy_path_ranks_and_says_why() -> None:
         "import sys, numpy as np\n"
         "sys.modules['numba'] = None\n"
         "from hybrid_memory._keyword import scoring_kernel\n"
-        "from hybrid_memory._keyword.postings import Postings, Tokens\n"
+        "from hybrid_memory._keyword.postings import Postings\n"
+        "from hybrid_memory._keyword.tokens import Tokens\n"
         "n = scoring_kernel.LOAD_FROM_ROWS + 10\n"
         "p = Postings()\n"
         "p.add(np.arange(1, n + 1), Tokens(['a', 'b'], np.array([n, 7]),"
