@@ -188,6 +188,8 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str, *, small: bool = Fal
         # scratch tables are made (the statements below, and the state written again,
         # were most of opening a namespace's index file for a search).
         _create_scratch(conn, tokenizer.replace("'", "''"))
+        if EPOCH_KEY not in stored:  # a file of an earlier version
+            conn.execute("INSERT INTO index_state VALUES (?, ?)", (EPOCH_KEY, uuid.uuid4().hex))
         return
     if not current:
         for table in _TABLES:
@@ -239,7 +241,7 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str, *, small: bool = Fal
     _create_scratch(conn, tokenize)
     conn.executemany(
         "INSERT OR REPLACE INTO index_state VALUES (?, ?)",
-        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer)],
+        [("schema", SCHEMA_VERSION), ("tokenizer", tokenizer), (EPOCH_KEY, uuid.uuid4().hex)],
     )
 
 
@@ -489,6 +491,7 @@ class IndexFile:
         """Open the file (creating the schema) and probe that its tables can be read;
         sqlite3.DatabaseError when they cannot."""
         path = self.path
+        copied = False
         if path and (not os.path.exists(path) or os.path.getsize(path) == 0):
             # No database file (or an empty one) beside a write-ahead log: the file was
             # deleted or emptied while another connection used it, and that log (and its
@@ -504,12 +507,17 @@ class IndexFile:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path + suffix)
             if self.page_size and not os.path.exists(path):
-                # A new small file (a namespace's): a copy of an empty one (template).
+                # A new small file (a namespace's): a copy of an empty one (template),
+                # given an epoch of its own below.
                 with contextlib.suppress(OSError):
                     write_empty(path, self.tokenizer, self.page_size, self._create_schema)
+                    copied = True
         self.conn = sqlite3.connect(
             path or ":memory:", check_same_thread=False, isolation_level=None, timeout=BUSY_WAIT
         )
+        if copied:
+            with contextlib.suppress(sqlite3.Error):  # the template's is every copy's
+                self.start_epoch(self.conn)
         self._opened = self._file_id()
         try:
             self._configure()

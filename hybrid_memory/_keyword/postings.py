@@ -68,6 +68,40 @@ class Postings:
         self._dead = 0  # removed rows whose postings are still in the lists
         self.scratch = compiled_top.Scratch()
 
+    @classmethod
+    def built(cls, rows: IntArray, terms: Iterable[tuple[str, IntArray]]) -> Postings:
+        """Postings of ``rows`` (every row, ascending) from each term's tokens (its row
+        once per occurrence, ascending), a term at a time."""
+        postings = cls()
+        if not len(rows):
+            return postings
+        if int(rows[0]) <= 0 or int(rows[-1]) > _MAX_ROW:
+            raise ValueError(f"row ids must be in [1, {_MAX_ROW}]")
+        size = int(rows[-1]) + 1
+        counts = np.zeros(size, dtype=np.float64)
+        known = np.zeros(size, dtype=bool)
+        known[rows] = True
+        for term, docs in terms:
+            if not len(docs):
+                continue
+            first = np.ones(len(docs), dtype=bool)
+            first[1:] = docs[1:] != docs[:-1]
+            held = docs[first]
+            inside = int(held[0]) > 0 and int(held[-1]) < size
+            if not inside or not known[held].all() or bool((held[1:] <= held[:-1]).any()):
+                raise ValueError("a term occurs in a row that is not in the index")
+            tf = np.diff(np.append(np.flatnonzero(first), len(docs)))
+            counts[held] += tf
+            postings._rowids[term] = array(_ROW_CODE, held.astype(_ROW).tobytes())
+            postings._tfs[term] = array("f", tf.astype(np.float32).tobytes())
+        postings._take(rows, counts[rows])
+        cap = postings_file.LENGTH_CAP
+        for term, found in postings._rowids.items():
+            held = np.frombuffer(found, dtype=_ROW)
+            capped = np.minimum(counts[held], cap).astype(np.uint16)
+            postings._lengths[term] = array(_LENGTH_CODE, capped.tobytes())
+        return postings
+
     # --- writes -------------------------------------------------------------------
 
     def add(self, rows: IntArray, tokens: Tokens) -> None:

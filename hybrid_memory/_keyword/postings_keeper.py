@@ -25,8 +25,8 @@ from hybrid_memory._keyword import postings_file
 from hybrid_memory._keyword.file import EPOCH_KEY, IndexDamaged
 from hybrid_memory._keyword.postings import Postings
 from hybrid_memory._keyword.postings_file import KeptCarriers, MappedPostings, PostingsFileError
-from hybrid_memory._keyword.reads import IndexReads, MemoryIds
-from hybrid_memory._keyword.tokens import parse_tokens, tokens_sql
+from hybrid_memory._keyword.reads import IndexReads, MemoryIds, all_rowids
+from hybrid_memory._keyword.tokens import parse_tokens
 from hybrid_memory._keyword.writes import Batch, fts_text, take_new_tokens
 from hybrid_memory._process.exit import join_at_exit
 
@@ -59,6 +59,8 @@ class ReadBeside(Protocol[_Read]):
     def to_keep(self) -> KeptCarriers | None: ...
 
     def from_kept(self, kept: KeptCarriers) -> _Read: ...
+
+    def keep_read(self, read: _Read | None) -> KeptCarriers | None: ...
 
 
 class PostingsKeeper:
@@ -205,7 +207,11 @@ class PostingsKeeper:
                 )
                 conn.execute("BEGIN")  # one snapshot for the tokens and the rows
                 postings = _build_postings(conn)
-                self._built = (postings, self._read_beside(conn))
+                read = self._read_beside(conn)
+                epoch = IndexReads(conn).state(EPOCH_KEY)
+                conn.execute("COMMIT")
+                self._keep_built(postings, read, epoch)
+                self._built = (postings, read)
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
@@ -215,6 +221,18 @@ class PostingsKeeper:
                 if isinstance(exc, sqlite3.DatabaseError)
                 else IndexDamaged(f"the keyword index's postings could not be built: {exc}")
             )
+
+    def _keep_built(self, postings: Postings, read: Any, epoch: str | None) -> None:
+        """Postings just built aside, kept beside the index file at once (before the
+        searches take them): the next process maps them, whether or not this one
+        closes cleanly."""
+        if self._path is None or epoch is None or len(postings) < SAVE_FROM_ROWS:
+            return
+        carriers = None if self._beside is None else self._beside.keep_read(read)
+        try:
+            postings.save(postings_file.path_for(self._path), epoch, carriers)
+        except (OSError, ValueError) as exc:
+            log.warning("the keyword postings were not kept beside %s: %s", self._path, exc)
 
     def _read_beside(self, conn: sqlite3.Connection) -> Any:
         """What ``beside`` reads from the postings' snapshot, None when it could not: it
@@ -291,15 +309,23 @@ class PostingsKeeper:
 
 
 def _build_postings(conn: sqlite3.Connection) -> Postings:
-    """Postings of every row, from FTS5's own tokens (``temp.memory_terms``)."""
-    postings = Postings()
-    tokens = conn.execute(tokens_sql("temp.memory_terms")).fetchone()[0]
-    rowids = np.array([r[0] for r in conn.execute("SELECT rowid FROM memories")], dtype=np.int64)
+    """Postings of every row, from FTS5's own tokens (``temp.memory_terms``), a term at
+    a time: what is held beside the postings while they are built is one term's tokens,
+    not all of them at once."""
+    rowids = all_rowids(conn)
+    terms = conn.execute(
+        "SELECT term, group_concat(doc) FROM temp.memory_terms GROUP BY term ORDER BY term"
+    )
     try:
-        postings.add(rowids, parse_tokens(tokens))
+        postings = Postings.built(rowids, ((term, _parse_docs(docs)) for term, docs in terms))
         named = conn.execute("SELECT rowid, id FROM memories")
         while page := named.fetchmany(_NAMING_PAGE):  # a page of ids in memory at a time
             postings.name([r for r, _ in page], [i for _, i in page])
     except ValueError as exc:  # the FTS rows and the memories disagree
         raise IndexDamaged(f"the keyword index's tables disagree: {exc}") from exc
     return postings
+
+
+def _parse_docs(docs: str) -> np.ndarray:
+    """A term's rows, one per occurrence, from ``group_concat(doc)``."""
+    return np.fromstring(docs, dtype=np.int64, sep=",")

@@ -70,6 +70,16 @@ def rowids_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
     return found
 
 
+def all_rowids(conn: sqlite3.Connection) -> IntArray:
+    """Every row id of ``memories``, ascending."""
+    (text,) = conn.execute("SELECT group_concat(rowid) FROM memories").fetchone()
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    # In the order of whichever index SQLite reads them from (a covering index is
+    # smaller than the table): sorted here.
+    return np.sort(np.fromstring(text, dtype=np.int64, sep=","))
+
+
 class MemoryIds:
     """Memory ids of index rows and back, remembered for the rows searches rank.
 
@@ -199,10 +209,9 @@ class IndexReads:
         return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
 
     def rowids(self) -> IntArray:
-        """Every row id in the index."""
-        return np.array(
-            [r[0] for r in self._conn.execute("SELECT rowid FROM memories")], dtype=np.int64
-        )
+        """Every row id in the index, ascending (one value from SQLite, parsed by numpy:
+        a million rows read one tuple at a time took ~0.4 s)."""
+        return all_rowids(self._conn)
 
     def state(self, key: str) -> str | None:
         """A value of the state table (read in the caller's view)."""

@@ -212,6 +212,10 @@ class TagIndex:
         """Every tag's carriers, to keep beside the index file with the postings."""
         return self.carriers.export()
 
+    def keep_read(self, carriers: TagCarriers | None) -> KeptCarriers | None:
+        """Carriers :meth:`read_beside` read, to keep beside the index file."""
+        return None if carriers is None else carriers.export()
+
     def from_kept(self, kept: KeptCarriers) -> TagCarriers:
         """Carriers kept beside the index file (:meth:`to_keep`), to :meth:`adopt`."""
         return TagCarriers.from_kept(kept, self.carriers.capacity)
