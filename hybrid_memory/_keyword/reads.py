@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from hybrid_memory._keyword.file import text_count
 from hybrid_memory._keyword.postings import IntArray, Postings
 from hybrid_memory._keyword.writes import IndexRow
 from hybrid_memory._model.filters import (
@@ -233,7 +234,7 @@ class IndexReads:
         ).fetchall()
 
     def rows_mark(self) -> str:
-        (count,) = self._conn.execute("SELECT COUNT(*) FROM memories").fetchone()
+        count = text_count(self._conn)  # one per memory (the file's open checks so)
         used = self._conn.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = 'memories'"
         ).fetchone()
