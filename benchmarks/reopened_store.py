@@ -1,7 +1,8 @@
 """A new process on a kept store: how soon it answers its first search with every leg
 (vector, keyword, tag), that search against the same search asked again, and its memory
 while it warms and once settled; as the path's owner, as a second process on the same
-path, and on a Chroma server with the machine's index cache warm.
+path, and on a Chroma server with the machine's index cache warm; beside Chroma alone's
+open and first query of the same store.
 
 Each case runs in a fresh process that times ``HybridMemory(...)`` from its start to the
 end of its first search (a question naming one of the store's most carried tags, so that
@@ -122,6 +123,42 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(out), flush=True)
 
 
+def chroma_alone(args: argparse.Namespace) -> None:
+    """Chroma's own open and first query of the same store, in this process: what a
+    first answer costs before anything of ours (its HNSW index is read at the first
+    query), for the same questions' vectors."""
+    from _scale.embedding import HashingEmbedding
+
+    embedding = HashingEmbedding()
+    start = time.perf_counter()
+    import chromadb
+
+    client = chromadb.PersistentClient(path=args.store)
+    collection = client.get_collection("hybrid_memory")
+    opened = time.perf_counter() - start
+    firsts, agains = [], []
+    for n, tag in enumerate(args.tags):
+        vector = embedding.embed_query(QUESTION.format(tag=tag))
+        for timed in (firsts, agains):
+            t = time.perf_counter()
+            collection.query(query_embeddings=[vector], n_results=10, include=["documents"])
+            timed.append((time.perf_counter() - t) * 1e3)
+        if n == 0:
+            done = time.perf_counter() - start
+    print(
+        json.dumps(
+            {
+                "open_s": round(opened, 3),
+                "first_search_done_s": round(done, 3),
+                "first_ms": [round(x, 2) for x in firsts],
+                "again_ms": [round(x, 2) for x in agains],
+                "rss_settled_mb": round(memory_kb("VmRSS") / 1024),
+            }
+        ),
+        flush=True,
+    )
+
+
 def run_child(extra: list[str], timeout: float) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, __file__, "--child", *extra],
@@ -191,8 +228,9 @@ def main() -> None:
     parser.add_argument(
         "--cases",
         nargs="+",
-        default=["owner", "second", "server"],
-        help="which cases, in order (one may come again: owner owner)",
+        default=["chroma", "owner", "second", "server"],
+        help="which cases, in order (one may come again: owner owner); chroma: Chroma "
+        "alone's open and first query of the same store",
     )
     parser.add_argument("--settle", type=float, default=15.0, help="seconds to let it settle")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per case")
@@ -201,12 +239,13 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", help=argparse.SUPPRESS)
     parser.add_argument("--fill", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--chroma-alone", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tag", dest="tag_list", action="append", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.store = str(args.store) if args.store else None
         args.tags = args.tag_list
-        child(args)
+        (chroma_alone if args.chroma_alone else child)(args)
         return
     if args.store is None:
         parser.error("the store directory is required")
@@ -234,6 +273,8 @@ def main() -> None:
         load = os.getloadavg()[0]
         if case == "owner":
             result = run_child([store, *common], args.timeout)
+        elif case == "chroma":
+            result = run_child([store, "--chroma-alone", *common], args.timeout)
         elif case == "second":
             owner = hold_owner(store)
             try:
