@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory._keyword.file import IndexDamaged
+from hybrid_memory._keyword.damage import IndexDamaged
 from hybrid_memory._keyword.postings import FloatArray, IntArray, Postings
 from hybrid_memory._keyword.postings_file import PostingsFileError
 from hybrid_memory._keyword.postings_keeper import PostingsKeeper, ReadBeside

@@ -22,10 +22,11 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from hybrid_memory._keyword import postings_file
-from hybrid_memory._keyword.file import EPOCH_KEY, IndexDamaged
+from hybrid_memory._keyword.damage import IndexDamaged
 from hybrid_memory._keyword.postings import Postings
 from hybrid_memory._keyword.postings_file import KeptCarriers, MappedPostings, PostingsFileError
 from hybrid_memory._keyword.reads import IndexReads, MemoryIds, all_rowids
+from hybrid_memory._keyword.schema import EPOCH_KEY
 from hybrid_memory._keyword.tokens import parse_tokens
 from hybrid_memory._keyword.writes import Batch, fts_text, take_new_tokens
 from hybrid_memory._process.exit import join_at_exit

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybrid_memory._keyword.file import text_count
 from hybrid_memory._keyword.postings import IntArray, Postings
+from hybrid_memory._keyword.schema import text_count
 from hybrid_memory._keyword.writes import IndexRow
 from hybrid_memory._model.filters import (
     RESERVED_FIELDS,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from hybrid_memory._keyword.file import index_failure, is_damage, is_full
+from hybrid_memory._keyword.damage import index_failure, is_damage, is_full
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import StoreError
 from hybrid_memory._model.records import UPDATED_KEY, IndexRow
