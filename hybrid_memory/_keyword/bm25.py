@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hybrid_memory._keyword.damage import IndexDamaged
+from hybrid_memory._keyword.numpy_top import holding_all, holding_each
 from hybrid_memory._keyword.postings import FloatArray, IntArray, Postings
 from hybrid_memory._keyword.postings_file import PostingsFileError
 from hybrid_memory._keyword.postings_keeper import PostingsKeeper, ReadBeside
@@ -158,7 +159,7 @@ class KeywordSearch:
         terms = sorted({t for word_terms in self.terms_of(words) for t in word_terms})
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
         try:
-            kept = set(postings.holding_all(terms, rows).tolist())
+            kept = set(holding_all(postings, terms, rows).tolist())
         except PostingsFileError as exc:
             self.keeper.drop_file(exc)
             return None
@@ -175,7 +176,7 @@ class KeywordSearch:
             return None
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
         try:
-            each = postings.holding_each(terms, rows).T.tolist()  # a row of flags per memory
+            each = holding_each(postings, terms, rows).T.tolist()  # a row of flags per memory
         except PostingsFileError as exc:
             self.keeper.drop_file(exc)
             return None

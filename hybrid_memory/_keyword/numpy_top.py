@@ -1,6 +1,6 @@
 """The keyword leg's ranking over :class:`~hybrid_memory._keyword.postings.Postings` with
-numpy: every matched row's BM25 total in a handful of numpy calls, and the best rows
-without sorting every match. The compiled loops
+numpy: every matched row's BM25 total in a handful of numpy calls, the best rows without
+sorting every match, and which rows hold which terms (a binary search per term). The compiled loops
 (:mod:`~hybrid_memory._keyword.compiled_top`) give the same rows and floats.
 """
 
@@ -120,3 +120,47 @@ def _matched(
     )
     totals = np.bincount(rows, weights=found).astype(np.float64, copy=False)
     return rows, totals
+
+
+def holding_each(postings: Postings, terms: Sequence[str], rows: IntArray) -> npt.NDArray[np.bool_]:
+    """Whether each of ``rows`` (live) holds each of ``terms``: a boolean array of
+    ``len(terms)`` by ``len(rows)`` (a row not live holds none)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    held = np.zeros((len(terms), len(rows)), dtype=bool)
+    live = _live_among(postings, rows)
+    asked = rows[live]
+    if len(asked):
+        for position, term in enumerate(terms):
+            held[position, live] = _holds(postings, term, asked)
+    return held
+
+
+def holding_all(postings: Postings, terms: Sequence[str], rows: IntArray) -> IntArray:
+    """Those of ``rows`` (live) that hold every one of ``terms``: a binary search per
+    term (each term's rows are ascending), whatever the size of the store."""
+    rows = np.asarray(rows, dtype=np.int64)
+    rows = rows[_live_among(postings, rows)]
+    for term in terms:
+        if not len(rows):
+            break
+        rows = rows[_holds(postings, term, rows)]
+    return rows
+
+
+def _live_among(postings: Postings, rows: IntArray) -> npt.NDArray[np.bool_]:
+    """Whether each of ``rows`` is a live row (one out of range is not)."""
+    live = (rows >= 0) & (rows < len(postings.live))
+    live[live] = postings.live[rows[live]]
+    return live
+
+
+def _holds(postings: Postings, term: str, rows: IntArray) -> npt.NDArray[np.bool_]:
+    """Whether each of ``rows`` (in range) is among ``term``'s row ids. Searched at
+    the postings' width (given wider rows, searchsorted copies the list first)."""
+    held = np.zeros(len(rows), dtype=bool)
+    asked = rows.astype(np.int32)
+    for part in postings.parts(term):
+        having = part.rows
+        at = np.minimum(np.searchsorted(having, asked), len(having) - 1)
+        held |= having[at] == asked
+    return held

@@ -27,8 +27,7 @@ import numpy.typing as npt
 
 from hybrid_memory._keyword import compiled_top, numpy_top, postings_file, scoring_kernel
 from hybrid_memory._keyword.bm25_scores import FloatArray, IntArray
-from hybrid_memory._keyword.postings_file import KeptCarriers, MappedPostings, PerRow, TermLists
-from hybrid_memory._keyword.postings_file import write as write_file
+from hybrid_memory._keyword.postings_file import MappedPostings, TermLists
 from hybrid_memory._keyword.row_names import RowNames
 from hybrid_memory._keyword.tokens import Tokens, term_frequencies
 
@@ -55,51 +54,30 @@ class Postings:
         self._tfs: dict[str, array[float]] = {}
         self._lengths: dict[str, array[int]] = {}  # each posting's row length, capped
         self.names = RowNames(base)
-        if base is None:
-            self._length = np.zeros(0, dtype=np.float32)
-            self._live = np.zeros(0, dtype=bool)
-            self.high = 0  # the largest row id ever added
-        else:
-            self._length = np.array(base.per_row.length)
-            self._live = np.array(base.per_row.live)
-            self.high = base.high
+        self._length = np.array(base.per_row.length) if base else np.zeros(0, np.float32)
+        self._live = np.array(base.per_row.live) if base else np.zeros(0, dtype=bool)
+        self.high = base.high if base else 0  # the largest row id ever added
         self._live_count = int(self._live.sum())
         self._live_tokens = float(self._length[self._live].astype(np.float64).sum())
         self._dead = 0  # removed rows whose postings are still in the lists
         self.scratch = compiled_top.Scratch()
 
     @classmethod
-    def built(cls, rows: IntArray, terms: Iterable[tuple[str, IntArray]]) -> Postings:
-        """Postings of ``rows`` (every row, ascending) from each term's tokens (its row
-        once per occurrence, ascending), a term at a time."""
+    def built(cls, rows: IntArray, terms: Iterable[tuple[str, IntArray, IntArray]]) -> Postings:
+        """Postings of ``rows`` (every row, ascending) from each term's rows (ascending,
+        each once) and term frequencies, a term at a time."""
         postings = cls()
         if not len(rows):
             return postings
-        if int(rows[0]) <= 0 or int(rows[-1]) > _MAX_ROW:
-            raise ValueError(f"row ids must be in [1, {_MAX_ROW}]")
-        size = int(rows[-1]) + 1
-        counts = np.zeros(size, dtype=np.float64)
-        known = np.zeros(size, dtype=bool)
-        known[rows] = True
-        for term, docs in terms:
-            if not len(docs):
-                continue
-            first = np.ones(len(docs), dtype=bool)
-            first[1:] = docs[1:] != docs[:-1]
-            held = docs[first]
-            inside = int(held[0]) > 0 and int(held[-1]) < size
-            if not inside or not known[held].all() or bool((held[1:] <= held[:-1]).any()):
-                raise ValueError("a term occurs in a row that is not in the index")
-            tf = np.diff(np.append(np.flatnonzero(first), len(docs)))
+        counts = np.zeros(int(rows[-1]) + 1, dtype=np.float64)
+        for term, held, tf in terms:
             counts[held] += tf
             postings._rowids[term] = array(_ROW_CODE, held.astype(_ROW).tobytes())
             postings._tfs[term] = array("f", tf.astype(np.float32).tobytes())
         postings._take(rows, counts[rows])
-        cap = postings_file.LENGTH_CAP
         for term, found in postings._rowids.items():
-            held = np.frombuffer(found, dtype=_ROW)
-            capped = np.minimum(counts[held], cap).astype(np.uint16)
-            postings._lengths[term] = array(_LENGTH_CODE, capped.tobytes())
+            capped = np.minimum(counts[np.frombuffer(found, dtype=_ROW)], postings_file.LENGTH_CAP)
+            postings._lengths[term] = array(_LENGTH_CODE, capped.astype(np.uint16).tobytes())
         return postings
 
     # --- writes -------------------------------------------------------------------
@@ -219,8 +197,8 @@ class Postings:
 
     def compact(self) -> None:
         """Drop the postings of removed rows (a mapped base's are copied in first)."""
-        terms = sorted({*self._rowids, *self._base_terms()})
-        kept = {term: self._live_lists(term) for term in terms}
+        terms = self.terms()
+        kept = {term: self.live_lists(term) for term in terms}
         self._base = None
         self._rowids, self._tfs, self._lengths = {}, {}, {}
         for term, lists in kept.items():
@@ -254,22 +232,11 @@ class Postings:
             return self._live_count + self._dead
         return int(self._live[base.high + 1 :].sum()) + self._dead
 
-    def save(self, path: str, epoch: str, carriers: KeptCarriers | None = None) -> None:
-        """Write the live postings (and the tags' ``carriers``) to ``path``
-        (:mod:`~hybrid_memory._keyword.postings_file`) for the next process to map."""
-        size = self.high + 1
-
-        def terms() -> Iterator[tuple[str, TermLists]]:
-            for term in sorted({*self._rowids, *self._base_terms()}):
-                lists = self._live_lists(term)
-                if lists is not None:
-                    yield term, lists
-
-        self.names.grow(size)
-        rows = PerRow(self._length[:size], self._live[:size], self.names.ids[:size])
-        write_file(path, epoch, terms, rows, self.names.long_ids, carriers)
-
     # --- a term's postings --------------------------------------------------------
+
+    def terms(self) -> list[str]:
+        """Every term some row held (removed rows' too, until compacted), sorted."""
+        return sorted({*self._rowids, *self._base_terms()})
 
     def _base_terms(self) -> Iterator[str]:
         if self._base is not None:
@@ -291,7 +258,7 @@ class Postings:
             )
         return [p for p in found if p is not None and len(p.rows)]
 
-    def _live_lists(self, term: str) -> TermLists | None:
+    def live_lists(self, term: str) -> TermLists | None:
         """``term``'s postings of live rows, in one part (a copy)."""
         parts = self.parts(term)
         if not parts:
@@ -336,8 +303,8 @@ class Postings:
 
     def each_term(self) -> Iterator[tuple[str, IntArray, npt.NDArray[np.float32]]]:
         """Every term with its live postings: ``(term, row ids ascending, tfs)``."""
-        for term in sorted({*self._rowids, *self._base_terms()}):
-            lists = self._live_lists(term)
+        for term in self.terms():
+            lists = self.live_lists(term)
             if lists is not None:
                 yield term, lists.rows.astype(np.int64), lists.tfs
 
@@ -371,43 +338,3 @@ class Postings:
         if loops is not None:
             return compiled_top.top(self, loops, terms, limit, within)
         return numpy_top.top(self, terms, limit, within)
-
-    def holding_each(self, terms: Sequence[str], rows: IntArray) -> npt.NDArray[np.bool_]:
-        """Whether each of ``rows`` (live) holds each of ``terms``: a boolean array of
-        ``len(terms)`` by ``len(rows)`` (a row not live holds none)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        held = np.zeros((len(terms), len(rows)), dtype=bool)
-        live = self._live_among(rows)
-        asked = rows[live]
-        if len(asked):
-            for position, term in enumerate(terms):
-                held[position, live] = self._holds(term, asked)
-        return held
-
-    def holding_all(self, terms: Sequence[str], rows: IntArray) -> IntArray:
-        """Those of ``rows`` (live) that hold every one of ``terms``: a binary search per
-        term (each term's rows are ascending), whatever the size of the store."""
-        rows = np.asarray(rows, dtype=np.int64)
-        rows = rows[self._live_among(rows)]
-        for term in terms:
-            if not len(rows):
-                break
-            rows = rows[self._holds(term, rows)]
-        return rows
-
-    def _live_among(self, rows: IntArray) -> npt.NDArray[np.bool_]:
-        """Whether each of ``rows`` is a live row (one out of range is not)."""
-        live = (rows >= 0) & (rows < len(self._live))
-        live[live] = self._live[rows[live]]
-        return live
-
-    def _holds(self, term: str, rows: IntArray) -> npt.NDArray[np.bool_]:
-        """Whether each of ``rows`` (in range) is among ``term``'s row ids. Searched at
-        the postings' width (given wider rows, searchsorted copies the list first)."""
-        held = np.zeros(len(rows), dtype=bool)
-        asked = rows.astype(_ROW)
-        for part in self.parts(term):
-            having = part.rows
-            at = np.minimum(np.searchsorted(having, asked), len(having) - 1)
-            held |= having[at] == asked
-        return held

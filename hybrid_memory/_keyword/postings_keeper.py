@@ -16,7 +16,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -24,7 +24,13 @@ import numpy as np
 from hybrid_memory._keyword import postings_file
 from hybrid_memory._keyword.damage import IndexDamaged
 from hybrid_memory._keyword.postings import Postings
-from hybrid_memory._keyword.postings_file import KeptCarriers, MappedPostings, PostingsFileError
+from hybrid_memory._keyword.postings_file import (
+    KeptCarriers,
+    MappedPostings,
+    PerRow,
+    PostingsFileError,
+    TermLists,
+)
 from hybrid_memory._keyword.reads import IndexReads, MemoryIds, all_rowids
 from hybrid_memory._keyword.schema import EPOCH_KEY
 from hybrid_memory._keyword.tokens import parse_tokens
@@ -193,7 +199,7 @@ class PostingsKeeper:
             return
         try:
             carriers = None if self._beside is None else self._beside.to_keep()
-            postings.save(postings_file.path_for(path), epoch, carriers)
+            _write(postings, postings_file.path_for(path), epoch, carriers)
         except (OSError, ValueError) as exc:
             log.warning("the keyword postings were not kept beside %s: %s", path, exc)
 
@@ -231,7 +237,7 @@ class PostingsKeeper:
             return
         carriers = None if self._beside is None else self._beside.keep_read(read)
         try:
-            postings.save(postings_file.path_for(self._path), epoch, carriers)
+            _write(postings, postings_file.path_for(self._path), epoch, carriers)
         except (OSError, ValueError) as exc:
             log.warning("the keyword postings were not kept beside %s: %s", self._path, exc)
 
@@ -318,7 +324,7 @@ def _build_postings(conn: sqlite3.Connection) -> Postings:
         "SELECT term, group_concat(doc) FROM temp.memory_terms GROUP BY term ORDER BY term"
     )
     try:
-        postings = Postings.built(rowids, ((term, _parse_docs(docs)) for term, docs in terms))
+        postings = Postings.built(rowids, _term_rows(rowids, terms))
         named = conn.execute("SELECT rowid, id FROM memories")
         while page := named.fetchmany(_NAMING_PAGE):  # a page of ids in memory at a time
             postings.name([r for r, _ in page], [i for _, i in page])
@@ -327,6 +333,42 @@ def _build_postings(conn: sqlite3.Connection) -> Postings:
     return postings
 
 
-def _parse_docs(docs: str) -> np.ndarray:
-    """A term's rows, one per occurrence, from ``group_concat(doc)``."""
-    return np.fromstring(docs, dtype=np.int64, sep=",")
+def _term_rows(
+    rows: np.ndarray, terms: Iterable[tuple[str, str]]
+) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """Each term's rows (ascending, each once) and term frequencies, from its tokens'
+    rows as ``group_concat(doc)`` gives them (one per occurrence, ascending). ValueError
+    when a term's rows are not among ``rows`` (every row, ascending)."""
+    if not len(rows):
+        return
+    if int(rows[0]) <= 0 or int(rows[-1]) > np.iinfo(np.int32).max:
+        raise ValueError("row ids out of the postings' range")
+    known = np.zeros(int(rows[-1]) + 1, dtype=bool)
+    known[rows] = True
+    for term, text in terms:
+        docs = np.fromstring(text, dtype=np.int64, sep=",")
+        if not len(docs):
+            continue
+        first = np.ones(len(docs), dtype=bool)
+        first[1:] = docs[1:] != docs[:-1]
+        held = docs[first]
+        inside = int(held[0]) > 0 and int(held[-1]) < len(known)
+        if not inside or not known[held].all() or bool((held[1:] <= held[:-1]).any()):
+            raise ValueError("a term occurs in a row that is not in the index")
+        yield term, held, np.diff(np.append(np.flatnonzero(first), len(docs)))
+
+
+def _write(postings: Postings, path: str, epoch: str, carriers: KeptCarriers | None) -> None:
+    """Write the live postings (and the tags' ``carriers``) to ``path``
+    (:mod:`~hybrid_memory._keyword.postings_file`) for the next process to map."""
+    size = postings.high + 1
+
+    def terms() -> Iterator[tuple[str, TermLists]]:
+        for term in postings.terms():
+            lists = postings.live_lists(term)
+            if lists is not None:
+                yield term, lists
+
+    postings.names.grow(size)
+    rows = PerRow(postings.length[:size], postings.live[:size], postings.names.ids[:size])
+    postings_file.write(path, epoch, terms, rows, postings.names.long_ids, carriers)

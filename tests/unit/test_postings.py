@@ -19,6 +19,7 @@ from hybrid_memory._keyword import reads as reads_module
 from hybrid_memory._keyword import row_names
 from hybrid_memory._keyword.bm25_scores import best_first, bm25_idf
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.numpy_top import holding_all, holding_each
 from hybrid_memory._keyword.postings import Postings
 from hybrid_memory._keyword.query_words import query_words
 from hybrid_memory._keyword.tokens import Tokens, term_frequencies
@@ -302,18 +303,18 @@ def test_which_rows_hold_each_term_as_holding_all_says_term_by_term() -> None:
     postings.remove(list(range(1, 500, 3)))  # some rows gone
     asked = np.array([*rng.integers(-5, 520, size=200), 0, 499, 10**6])
     terms = [*WORDS, "never"]
-    each = postings.holding_each(terms, asked)
+    each = holding_each(postings, terms, asked)
     assert each.shape == (len(terms), len(asked))
     gone = set(range(1, 500, 3))
     for position, term in enumerate(terms):
-        expected = np.isin(asked, postings.holding_all([term], asked))
+        expected = np.isin(asked, holding_all(postings, [term], asked))
         assert each[position].tolist() == expected.tolist()
         # and what was written says the same (int64 rows, some out of range, against
         # the postings' narrower row ids)
         truth = set(occurrences.get(term, np.zeros(0)).tolist()) - gone
         assert each[position].tolist() == [int(r) in truth for r in asked]
     assert not each[-1].any()
-    assert postings.holding_each(terms, np.zeros(0, dtype=np.int64)).shape == (len(terms), 0)
+    assert holding_each(postings, terms, np.zeros(0, dtype=np.int64)).shape == (len(terms), 0)
 
 
 # --- the same ranking as FTS5 --------------------------------------------------------------
