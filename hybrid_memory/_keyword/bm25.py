@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hybrid_memory._keyword.damage import IndexDamaged
+from hybrid_memory._keyword.memory_ids import MemoryIds
 from hybrid_memory._keyword.numpy_top import holding_all, holding_each
 from hybrid_memory._keyword.postings import FloatArray, IntArray, Postings
 from hybrid_memory._keyword.postings_file import PostingsFileError
@@ -30,7 +31,7 @@ from hybrid_memory._keyword.query_words import _TOKEN as _TOKEN
 from hybrid_memory._keyword.query_words import STOPWORDS as STOPWORDS
 from hybrid_memory._keyword.query_words import match_expression as match_expression
 from hybrid_memory._keyword.query_words import query_words as query_words
-from hybrid_memory._keyword.reads import IndexReads, MemoryIds
+from hybrid_memory._keyword.reads import IndexReads
 from hybrid_memory._model.filters import Node, to_sql
 
 _KEPT_WORDS = 50_000  # query words whose FTS5 terms are remembered

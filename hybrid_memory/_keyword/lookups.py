@@ -13,9 +13,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from hybrid_memory._keyword.bm25 import KeywordSearch
+from hybrid_memory._keyword.memory_ids import MemoryIds
 from hybrid_memory._keyword.mirrors import Mirrors
 from hybrid_memory._keyword.postings import IntArray
-from hybrid_memory._keyword.reads import IndexReads, Key, MemoryIds
+from hybrid_memory._keyword.reads import IndexReads, Key
 from hybrid_memory._keyword.tag_index import TagIndex, TagMatch
 from hybrid_memory._keyword.writes import IndexRow, vector_of
 from hybrid_memory._model.filters import Node

@@ -2,7 +2,7 @@
 
 The index file is derived from the collection; these are derived from the file: the
 counts kept between writes (:class:`~hybrid_memory._keyword.reads.IndexReads`), the rows
-named by memory id and back (:class:`~hybrid_memory._keyword.reads.MemoryIds`), the BM25
+named by memory id and back (:class:`~hybrid_memory._keyword.memory_ids.MemoryIds`), the BM25
 postings (:class:`~hybrid_memory._keyword.bm25.KeywordSearch` and its keeper), and the tags'
 carriers (:class:`~hybrid_memory._keyword.tag_index.TagIndex`). :class:`Mirrors` makes
 them together over a (re)opened file, brings them in step together with every write
@@ -18,7 +18,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from hybrid_memory._keyword.bm25 import KeywordSearch
 from hybrid_memory._keyword.file import IndexFile
-from hybrid_memory._keyword.reads import IndexReads, MemoryIds
+from hybrid_memory._keyword.memory_ids import MemoryIds
+from hybrid_memory._keyword.reads import IndexReads
 from hybrid_memory._keyword.tag_index import TagIndex
 from hybrid_memory._keyword.writes import Batch
 

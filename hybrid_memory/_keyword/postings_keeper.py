@@ -23,6 +23,7 @@ import numpy as np
 
 from hybrid_memory._keyword import postings_file
 from hybrid_memory._keyword.damage import IndexDamaged
+from hybrid_memory._keyword.memory_ids import MemoryIds
 from hybrid_memory._keyword.postings import Postings
 from hybrid_memory._keyword.postings_file import (
     KeptCarriers,
@@ -31,7 +32,7 @@ from hybrid_memory._keyword.postings_file import (
     PostingsFileError,
     TermLists,
 )
-from hybrid_memory._keyword.reads import IndexReads, MemoryIds, all_rowids
+from hybrid_memory._keyword.reads import IndexReads, all_rowids
 from hybrid_memory._keyword.schema import EPOCH_KEY
 from hybrid_memory._keyword.tokens import parse_tokens
 from hybrid_memory._keyword.writes import Batch, fts_text, take_new_tokens

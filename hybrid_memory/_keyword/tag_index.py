@@ -17,9 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hybrid_memory._keyword.memory_ids import MemoryIds
 from hybrid_memory._keyword.postings import IntArray
 from hybrid_memory._keyword.postings_file import KeptCarriers
-from hybrid_memory._keyword.reads import MemoryIds, chunks, row_test
+from hybrid_memory._keyword.reads import chunks, row_test
 from hybrid_memory._keyword.tag_carriers import TagCarriers
 from hybrid_memory._keyword.writes import Batch
 from hybrid_memory._model.filters import Node, to_sql

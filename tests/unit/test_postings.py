@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hybrid_memory._keyword import memory_ids as memory_ids_module
 from hybrid_memory._keyword import postings as postings_module
-from hybrid_memory._keyword import reads as reads_module
 from hybrid_memory._keyword import row_names
 from hybrid_memory._keyword.bm25_scores import best_first, bm25_idf
 from hybrid_memory._keyword.index import KeywordIndex
@@ -693,7 +693,7 @@ def test_a_full_id_cache_still_answers_every_id() -> None:
     index.keywords.postings = None  # nothing named by the postings: remembered, else read
     index.keywords.keeper._built = None
     ids = index.ids_cache
-    with patch.object(reads_module, "_KEPT_IDS", 4):
+    with patch.object(memory_ids_module, "_KEPT_IDS", 4):
         assert ids.ids_of([1, 2, 3]) == {1: "m0", 2: "m1", 3: "m2"}
         assert ids.ids_of([1, 2, 3, 4, 5]) == {1: "m0", 2: "m1", 3: "m2", 4: "m3", 5: "m4"}
         ids.clear()
