@@ -111,12 +111,12 @@ class IndexSync:
         self.check_seconds = 0.0  # how long the last check took (see _CHECK_SHARE)
         # The collection's write marker when a check last found the index in step: while
         # it reads the same, nobody wrote since, and a check has nothing to find.
-        self._in_step_at: int | None = None
+        self._in_step_marker: int | None = None
         # The same, as the path owner's count of the writes that can touch the collection
         # (:meth:`ChromaCollection.write_mark`): unlike the marker, writes elsewhere on the
         # path (other namespaces) leave it alone; kept when a namespace closes, so that
         # opening it again needs no read of the collection while it is unchanged.
-        self.in_step_mark: int | None = None
+        self.in_step_write_count: int | None = None
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
@@ -181,9 +181,9 @@ class IndexSync:
             self._restored = _went_back(stored, position)
             return False
         if self._collection.write_marker() == marker:
-            self._in_step_at = marker
+            self._in_step_marker = marker
         if self._collection.write_mark() == mark:
-            self.in_step_mark = mark
+            self.in_step_write_count = mark
         self._in_step_position = position
         self.last_check = time.monotonic()
         self._settle(now_timestamp())
@@ -319,7 +319,7 @@ class IndexSync:
         with self._lock:
             index.clear()
             self.settled = None
-            self.in_step_mark = None
+            self.in_step_write_count = None
         pages = collection.rows(None)
         while not self.closed:
             # Each page is read outside the index's write transaction (unlike other
@@ -353,7 +353,7 @@ class IndexSync:
             started = now_timestamp()  # before the reads (see the class's docstring)
             index, collection = self._index, self._collection
             marker = collection.write_marker()  # before the reads: a write after it shows
-            mark = collection.write_mark()  # the same, counted (see in_step_mark)
+            mark = collection.write_mark()  # the same, counted (see in_step_write_count)
             position = self._position()  # the same, as Chroma's log tells it
             changed = emptied = False
             if index.get_state("collection_id") != collection.id:
@@ -401,11 +401,11 @@ class IndexSync:
                 in_step = not index.lagging  # ids compared: what the reads saw, exactly
             elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
                 self.check_seconds = time.perf_counter() - clock
-                self._in_step_at = marker
+                self._in_step_marker = marker
                 in_step = True
-            self.in_step_mark = mark if in_step else None
+            self.in_step_write_count = mark if in_step else None
             if in_step:
-                self._in_step_at = marker
+                self._in_step_marker = marker
                 self._keep_position(position)
             self.last_check = time.monotonic()
             if changed:  # another process's write may have added or removed tags
@@ -457,7 +457,7 @@ class IndexSync:
             elif behind:
                 self.rebuilding_on_damage(self.sync)
             else:
-                self._in_step_at = marker
+                self._in_step_marker = marker
                 self._settle(read_started)
                 self._keep_position(position)
         except Exception:
@@ -496,15 +496,15 @@ class IndexSync:
         """Whether nobody (this process included) wrote to the collection since a check
         last found the index in step with it, as the path owner's count of writes or the
         write marker tells (which only an embedded store has)."""
-        mark = self.in_step_mark
+        mark = self.in_step_write_count
         if mark is not None and self._collection.write_mark() == mark:
             return True
-        marker = self._in_step_at
+        marker = self._in_step_marker
         return marker is not None and self._collection.write_marker() == marker
 
     def resume(self, mark: int) -> bool:
         """Take the index as in step, without reading the collection, if it was at
-        ``mark`` (:attr:`in_step_mark`, when the namespace closed) and no write that can
+        ``mark`` (:attr:`in_step_write_count`, when the namespace closed) and no write that can
         touch the collection began since (the mark reads the same), and the index file is
         still this collection's; False (nothing done) otherwise, or when the file cannot
         be read: the caller syncs (which repairs a damaged file)."""
@@ -522,7 +522,7 @@ class IndexSync:
                 or index.get_state("collection_id") != collection.id
             ):
                 return False
-            self.in_step_mark = mark
+            self.in_step_write_count = mark
             self.last_check = time.monotonic()
             self._settle(now_timestamp())
             return True
@@ -539,7 +539,7 @@ class IndexSync:
         of which are done here. Without this, each write of a store's own made the next
         check due, and a check (a Chroma count and filtered read: ~0.4 s at a million
         memories) slowed the searches and writes beside it."""
-        in_step, position = self._in_step_at, self._in_step_position
+        in_step, position = self._in_step_marker, self._in_step_position
         known = in_step is not None or position is not None
         others = self._collection.others_writes() if known else None
         unchanged = (
@@ -547,7 +547,7 @@ class IndexSync:
             and in_step is not None
             and self._collection.write_marker() == in_step
         )
-        mark = self.in_step_mark
+        mark = self.in_step_write_count
         counted = mark is not None and self._collection.write_mark() == mark
         own = self._collection.own_writes
         if others is None:
@@ -560,17 +560,17 @@ class IndexSync:
             # In step after it too if every write begun meanwhile that can touch the
             # collection was this one's (a namespace's: on its share).
             after = self._collection.write_mark() if counted else None
-            if mark is not None and self.in_step_mark == mark:
+            if mark is not None and self.in_step_write_count == mark:
                 if after is not None and after - mark == self._collection.own_writes - own:
-                    self.in_step_mark = after
+                    self.in_step_write_count = after
                 else:
-                    self.in_step_mark = None
+                    self.in_step_write_count = None
             if unchanged:
                 marker = self._collection.write_marker()
                 # Counted after the marker is read: another's write counted later than
                 # this commits later too, and moves the marker again.
-                if self._collection.others_writes() == others and self._in_step_at == in_step:
-                    self._in_step_at = marker
+                if self._collection.others_writes() == others and self._in_step_marker == in_step:
+                    self._in_step_marker = marker
                     self._settle(began)
             if carried:
                 after_position = self._position()
@@ -688,8 +688,8 @@ class IndexSync:
         reconcile rewrote them, which every check runs while any are lagging."""
         first = not self._index.lagging
         self._index.lagging.update(ids)
-        self._in_step_at = None
-        self.in_step_mark = None
+        self._in_step_marker = None
+        self.in_step_write_count = None
         if first:  # once per spell, not per write
             log.warning(
                 "stored in the collection, but the keyword index lags until it has room: %s",
