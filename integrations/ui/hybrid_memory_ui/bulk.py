@@ -78,14 +78,14 @@ class Bulk:
         return self._targets(view)[0]
 
     def _targets(self, view: HybridMemory) -> tuple[list[str], int]:
-        if self.page is None:
+        if self.page is None:  # in the order selected (the page's)
             found = view.existing(list(self.ids))
             ids = [i for i in dict.fromkeys(self.ids) if i in found]
         else:
             where = self.page.with_time()
             ids = []
             while True:
-                batch = view.list_memories(where, limit=_BATCH, offset=len(ids))
+                batch = view.list_memories(where, limit=_BATCH, offset=len(ids), newest_first=True)
                 ids.extend(m.id for m in batch)
                 if len(batch) < _BATCH:
                     break

@@ -88,17 +88,20 @@ def _shown(form: Mapping[str, str]) -> int:
 
 def describe_bulk(change: Bulk) -> str:
     """What the change is, in words, for its preview."""
-    if change.page is None:
+    page = change.page
+    if page is None:
         which = "The selected memories"
-    elif change.page.active:
+    elif page.active:
         parts = []
-        if change.page.tags:
-            parts.append(f"tags {change.page.tag_mode} of {', '.join(change.page.tags)}")
-        if change.page.when:
-            parts.append(f"when {change.page.when}")
-        if change.page.key:
-            parts.append(f"{change.page.key} = {change.page.value}")
-        which = "Every memory matching " + "; ".join(parts)
+        if len(page.tags) == 1:
+            parts.append(f"the tag {page.tags[0]}")
+        elif page.tags:
+            parts.append(f"{page.tag_mode} of the tags {', '.join(page.tags)}")
+        if page.key:
+            parts.append(f"{page.key} = {page.value}")
+        which = "Every memory with " + " and ".join(parts) if parts else "Every memory"
+        if page.when:
+            which += f", created {page.when}"
     else:
         which = "Every memory (no filter)"
     what = "deleted" if change.action == "delete" else "re-tagged"
@@ -107,7 +110,7 @@ def describe_bulk(change: Bulk) -> str:
         tags += f"; adds {', '.join(change.add_tags)}"
     if change.remove_tags:
         tags += f"; removes {', '.join(change.remove_tags)}"
-    return f"{which}, {what}{tags}."
+    return f"{which}: {what}{tags}."
 
 
 def _preview_or_apply(

@@ -43,6 +43,8 @@ SEARCH_SIZES = (10, 20, 50)
 #: Related memories below this relevance are left out (docs/concepts/scores.md: a
 #: threshold that means the same in every store).
 RELATED_MIN_SCORE = 0.3
+#: The tags page counts at most this many tags (alphabetically first), one count each.
+TAGS_COUNTED = 1000
 
 
 def _int(
@@ -322,11 +324,12 @@ def tags_page(request: Request) -> Response:
     params = request.query_params
     namespace = params.get("ns", "")
     view = page.store.view(namespace)
-    counted = tag_counts(view)
+    counted = tag_counts(view, TAGS_COUNTED)
     return page.render(
         request,
         "tags.html",
         counted=counted,
+        total=len(view.tags()),
         done=done_message(params),
         error=None,
     )

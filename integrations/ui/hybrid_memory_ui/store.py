@@ -65,6 +65,9 @@ class PageStore:
         self.root = memory
         self._remember = remember_seconds
         self._children: dict[tuple[str, ...], tuple[float, list[str]]] = {}
+        # Each namespace's view that reads time words in a query (made once: a view made
+        # with other settings validates them again, a few milliseconds).
+        self._reading_time: dict[str, HybridMemory] = {}
 
     def view(self, ns: str = "") -> HybridMemory:
         """The store, or the namespace the page parameter ``ns`` names (a name, or a JSON
@@ -140,7 +143,12 @@ class PageStore:
         invites; the result's ``time_window`` says how it was read."""
         view = self.view(page.namespace)
         if read_time and page.after is None and page.before is None:
-            view = view.with_settings(time_phrases="narrow")
+            reading = self._reading_time.get(page.namespace)
+            if reading is None:
+                reading = self._reading_time[page.namespace] = view.with_settings(
+                    time_phrases="narrow"
+                )
+            view = reading
         options: dict[str, Any] = {
             "k": k,
             "filter": page.where,

@@ -244,3 +244,31 @@ def test_no_page_a_get_draws_creates_anything(tmp_path: Path) -> None:
     finally:
         store.close()
     assert set(stored(tmp_path / "s")) == {"s1"}
+
+
+def test_the_page_starts_on_no_missing_namespace_nor_read_only_missing_store(
+    tmp_path: Path,
+) -> None:
+    """``--namespace`` names one that exists; ``--read-only`` a store that exists: else
+    the command says which is missing (exit 1) and makes nothing."""
+    import subprocess
+
+    from _ui_support import EMBEDDING, REPO, child_env, ui_command
+
+    _nested(tmp_path / "s")
+    before = _disk(tmp_path)
+    for args in (
+        ["--path", str(tmp_path / "typo"), "--read-only"],
+        ["--path", str(tmp_path / "s"), "--namespace", "nope"],
+    ):
+        done = subprocess.run(
+            [*ui_command(), *args, "--port", "0", *EMBEDDING],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            cwd=str(REPO),
+            timeout=180,
+        )
+        assert done.returncode == 1, done.stderr
+        assert "nothing was created" in done.stderr and "Traceback" not in done.stderr
+    assert _disk(tmp_path) == before
