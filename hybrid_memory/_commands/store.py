@@ -141,6 +141,11 @@ def _opened(args: argparse.Namespace) -> Iterator[HybridMemory]:
         )
     embedding = load_embedding(args.embedding) if args.embedding else None
     create = args.command in CREATING
+    text = _embeds(args)
+    if embedding is None and text is not None and (create or _exists(settings)):
+        from hybrid_memory._memory.early_model import loading_default_model
+
+        embedding = loading_default_model(settings, text)
     with HybridMemory(
         settings=settings, embedding=embedding, embedding_name=args.embedding_name, create=create
     ) as memory:
@@ -148,6 +153,25 @@ def _opened(args: argparse.Namespace) -> Iterator[HybridMemory]:
         for name in args.namespace:
             view = view.namespace(name, create=create)
         yield view
+
+
+def _exists(settings: Any) -> bool:
+    """Whether the store may exist (an embedded path is looked at; a server is asked when
+    the store opens)."""
+    from hybrid_memory._memory.existing import holds_store
+
+    return not settings.path or holds_store(settings.path)
+
+
+def _embeds(args: argparse.Namespace) -> str | None:
+    """The one text the command embeds with the store's model (a search's query, an added
+    text given on the command line), whose model is then loaded while the store opens;
+    None for the other commands."""
+    if args.command == "search":
+        return str(args.query)
+    if args.command == "add" and args.text != "-":
+        return str(args.text)
+    return None
 
 
 def load_embedding(spec: str) -> Any:

@@ -49,7 +49,7 @@ def existing_store(settings: HybridMemorySettings, client: Any) -> Iterator[None
         raise StoreNotFoundError(
             path, f"no store at {path}: no such directory (nothing was created)"
         )
-    if not (folder / CHROMA_DATABASE).is_file():
+    if not holds_store(path):
         raise StoreNotFoundError(
             path,
             f"no store at {path}: the directory holds no hybrid-memory store (no "
@@ -61,6 +61,11 @@ def existing_store(settings: HybridMemorySettings, client: Any) -> Iterator[None
         yield
     finally:
         ownership.release()
+
+
+def holds_store(path: str) -> bool:
+    """Whether the directory ``path`` holds an embedded store (Chroma's database)."""
+    return (Path(path) / CHROMA_DATABASE).is_file()
 
 
 def _check_collection(client: Any, name: str, where: str) -> None:

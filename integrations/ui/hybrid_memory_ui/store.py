@@ -194,7 +194,8 @@ class PageStore:
         """How many memories of ``view`` pass ``where`` (all of them without one), as the
         keyword index holds them: the same rows the listing pages through, and a count
         the index keeps until the next write (the collection's own count, which an
-        unfiltered ``count()`` asks, takes ~10 ms at 100,000 memories, every time)."""
+        unfiltered ``count()`` asks, grows with the collection and is asked every time;
+        docs/ui.md has the figures)."""
         return view.count(EVERY_MEMORY if where is None else where)
 
     def changes(self, namespace: str, seen: Changes) -> Changes | None:
