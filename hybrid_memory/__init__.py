@@ -23,7 +23,12 @@ from hybrid_memory._model.errors import (
 )
 from hybrid_memory._model.results import Hit, Memory, SearchResult, StoreStats, TimeWindow
 from hybrid_memory._model.settings import HybridMemorySettings
-from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._model.write_outcomes import (
+    AddResult,
+    DeleteReport,
+    SimilarMemory,
+    WriteReport,
+)
 from hybrid_memory._transfer.transfer import (
     ImportReport,
     export_lines,
@@ -54,6 +59,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MissingDependencyError",
     "SearchResult",
+    "SimilarMemory",
     "StoreError",
     "StoreStats",
     "TimeWindow",

@@ -10,7 +10,7 @@ within a token budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
@@ -21,9 +21,12 @@ from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import EmbeddingError
 from hybrid_memory._model.filters import Node
+from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import SUPERSEDES_KEY, to_memory
 from hybrid_memory._model.results import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
 from hybrid_memory._model.settings import HybridMemorySettings
+from hybrid_memory._search.collapse import choose
+from hybrid_memory._search.crowd import without_crowd
 from hybrid_memory._search.feedback import length_scaled_weight, rocchio
 from hybrid_memory._search.fusion import (
     adaptive_alpha,
@@ -67,6 +70,7 @@ class Query:
     boost_window: tuple[float | None, float | None] | None = None
     order: str | None = None
     time_window: TimeWindow | None = None
+    mmr: float = 0.0  # the diversity weight of maximal marginal relevance (0: none)
 
 
 class Searcher:
@@ -229,11 +233,34 @@ class Searcher:
         """The one ending of every search path: the top ``k`` of the ``fused`` scores
         that exist, within the token budget, each with its relevance (from ``cosines``
         and keyword coverage), fused score and every leg's rank and score."""
-        memories = self.memories(order_by_score(fused), query.k)
-        memories = _within_budget(memories, query.max_tokens, s.token_encoding)
-        relevance = self.relevance(query.text, memories, cosines, drop_stopwords=s.drop_stopwords)
+        # Near-duplicates collapsed into one hit, variety by MMR (_search.collapse).
+        rule = NearDuplicateRule.of(s) if s.collapse_similar else None
+        chosen = choose(
+            order_by_score(fused),
+            fused,
+            query.k,
+            self.memories,
+            self.vectors,
+            rule,
+            query.mmr,
+            superseded or {},
+        )
+        fused, cosines = chosen.best(fused), chosen.best(cosines)
+        memories = _within_budget(chosen.memories, query.max_tokens, s.token_encoding)
+        text, cosines = without_crowd(
+            query.text,
+            memories,
+            cosines,
+            index=self._index,
+            queries=self._queries,
+            vectors=self.vectors,
+            drop_stopwords=s.drop_stopwords,
+        )
+        relevance = self.relevance(text, memories, cosines, drop_stopwords=s.drop_stopwords)
         return SearchResult(
-            _hits(memories, relevance, fused, rankings, scores, superseded or {}),
+            _hits(
+                memories, relevance, fused, rankings, scores, superseded or {}, chosen.similar_ids
+            ),
             alpha=float(alpha),
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
@@ -425,9 +452,10 @@ def _hits(
     rankings: Mapping[str, list[str]],
     scores: Mapping[str, Mapping[str, float]],
     superseded: Mapping[str, str],
+    similar_ids: Callable[[str], tuple[str, ...]],
 ) -> list[Hit]:
-    """The hits, each with its relevance, fused score, every leg's rank and score, and
-    the memory that supersedes it (if any)."""
+    """The hits, each with its relevance, fused score, every leg's rank and score, the
+    memory that supersedes it (if any) and those collapsed into it."""
     shown = {m.id for m in memories}
     positions = {
         leg: {i: r for r, i in enumerate(ids, start=1) if i in shown}
@@ -445,6 +473,7 @@ def _hits(
                 leg_scores,
                 fused_score=fused[memory.id],
                 superseded_by=superseded.get(memory.id),
+                similar_ids=similar_ids(memory.id),
             )
         )
     return hits
