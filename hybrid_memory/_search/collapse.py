@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -30,10 +31,18 @@ from hybrid_memory._model.near_duplicates import NearDuplicateRule, comparable_w
 from hybrid_memory._model.results import Memory
 from hybrid_memory._search.mmr import mmr_order
 
-#: Reads the first ``k`` memories of ids that exist, in order.
-MemoryReader = Callable[[Sequence[str], int], list[Memory]]
-#: Reads the stored vectors of ids, by id, for those that have one.
-VectorReader = Callable[[list[str]], Mapping[str, npt.ArrayLike]]
+
+class Candidates(Protocol):
+    """Where the candidates are read from (the searcher)."""
+
+    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
+        """The first ``k`` memories of ``ordered`` that exist, in order."""
+        ...
+
+    def vectors(self, ids: list[str]) -> Mapping[str, npt.ArrayLike]:
+        """The stored vectors of those of ``ids`` that have one, by id."""
+        ...
+
 
 # Groups MMR chooses from: as LangChain's fetch_k, at least 20 and four per hit.
 _FETCH_LEAST = 20
@@ -79,11 +88,10 @@ def choose(
     ordered: Sequence[str],
     fused: Mapping[str, float],
     k: int,
-    memories: MemoryReader,
-    vectors: VectorReader,
+    candidates: Candidates,
     rule: NearDuplicateRule | None,
     diversity: float,
-    superseded: Mapping[str, str],
+    superseded: Mapping[str, str] | None,
 ) -> Chosen:
     """The hits for the candidates ``ordered`` (best ``fused`` score first): ``k`` groups,
     collapsed by ``rule`` (None: every candidate alone) and, with a ``diversity`` weight
@@ -91,12 +99,12 @@ def choose(
     relevance its leader's fused score). ``superseded`` maps an id to the newest memory
     superseding it."""
     if rule is None and diversity <= 0:
-        return Chosen(memories(ordered, k), {})
+        return Chosen(candidates.memories(ordered, k), {})
     wanted = max(_FETCH_LEAST, _FETCH_PER_HIT * k) if diversity > 0 else k
 
     def read(ids: list[str]) -> tuple[list[Memory], Mapping[str, npt.ArrayLike]]:
-        found = memories(ids, len(ids))
-        return found, vectors([m.id for m in found])
+        found = candidates.memories(ids, len(ids))
+        return found, candidates.vectors([m.id for m in found])
 
     groups = _grouped(ordered, wanted, read, rule)
     if diversity > 0 and len(groups) > 1:
@@ -106,7 +114,7 @@ def choose(
         groups = [groups[i] for i in mmr_order(relevance, units, k, diversity)]
     else:
         groups = groups[:k]
-    shown = [_shown(g, superseded) for g in groups]
+    shown = [_shown(g, superseded or {}) for g in groups]
     return Chosen(
         memories=shown,
         groups={m.id: tuple(x.id for x in g.members) for m, g in zip(shown, groups, strict=True)},

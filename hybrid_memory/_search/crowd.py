@@ -40,16 +40,17 @@ def without_crowd(
     text: str,
     memories: Sequence[Memory],
     cosines: Mapping[str, float],
-    *,
     index: KeywordIndex,
     queries: QueryCache,
     vectors: Callable[[list[str]], Mapping[str, npt.ArrayLike]],
+    *,
     drop_stopwords: bool,
 ) -> tuple[str, Mapping[str, float]]:
     """The query ``text`` without its crowd words and each of ``memories``' cosine with
-    it (``cosines`` holds those with the whole query: returned as they are when the query
-    has no crowd word, or its embedding fails, or no cosine was known: a search in
-    fallback mode)."""
+    it, from their stored ``vectors`` (``cosines`` holds those with the whole query:
+    returned as they are when the query has no crowd word, or its embedding fails, or no
+    cosine was known: a search in fallback mode). A memory without a stored vector keeps
+    its cosine with the whole query."""
     if not memories or index.count() < _LEAST_CROWD:
         return text, cosines
     asked = query_words(text, drop_stopwords=drop_stopwords)
@@ -69,6 +70,8 @@ def without_crowd(
     for memory in memories:
         vector = stored.get(memory.id)
         if vector is None:
+            if memory.id in cosines:
+                out[memory.id] = cosines[memory.id]
             continue
         row = np.asarray(vector, dtype=np.float64).ravel()
         norm = float(np.linalg.norm(row) * np.linalg.norm(query))

@@ -37,6 +37,14 @@ class Store:
         return {i: self.vectors[i] for i in ids if i in self.vectors}
 
 
+class Reader:
+    """A store's memories and vectors, read as the searcher reads its candidates."""
+
+    def __init__(self, store: Store) -> None:
+        self.memories = store.read
+        self.vectors = store.read_vectors
+
+
 def peanuts() -> Store:
     store = Store()
     store.put("p1", "Alice is allergic to peanuts", [1.0, 0.0, 0.0], day=1)
@@ -59,7 +67,7 @@ def run(
     mmr: float = 0.0,
     superseded: Mapping[str, str] | None = None,
 ) -> Chosen:
-    return choose(ORDER, FUSED, k, store.read, store.read_vectors, rule, mmr, superseded or {})
+    return choose(ORDER, FUSED, k, Reader(store), rule, mmr, superseded or {})
 
 
 def test_near_duplicates_collapse_into_the_newest_at_the_best_place() -> None:
@@ -94,8 +102,8 @@ def test_mmr_picks_variety_among_the_groups() -> None:
     store.put("o2", "Alice drinks oat milk every day", [0.1, 0.99, 0.0], day=6)
     order = ["p1", "other", "o2", "p2", "bday"]
     fused = {i: 1.0 / (60 + r) for r, i in enumerate(order, start=1)}
-    plain = choose(order, fused, 3, store.read, store.read_vectors, None, 0.0, {})
-    varied = choose(order, fused, 3, store.read, store.read_vectors, None, 0.9, {})
+    plain = choose(order, fused, 3, Reader(store), None, 0.0, {})
+    varied = choose(order, fused, 3, Reader(store), None, 0.9, {})
     assert [m.id for m in plain.memories] == ["p1", "other", "o2"]
     assert [m.id for m in varied.memories] == ["p1", "other", "bday"]
 
@@ -112,9 +120,7 @@ def test_nothing_is_lost_every_candidate_up_to_the_cut_is_a_hit_or_named_on_one(
         vector = base[n % 4] + 0.05 * rng.standard_normal(8)
         store.put(memory_id, f"fact {n % 4}", vector, day=1 + n)
     fused = {i: 1.0 / (60 + r) for r, i in enumerate(ids, start=1)}
-    chosen = choose(
-        ids, fused, k, store.read, store.read_vectors, RULE if collapse else None, 0.0, {}
-    )
+    chosen = choose(ids, fused, k, Reader(store), RULE if collapse else None, 0.0, {})
     shown = [m.id for m in chosen.memories]
     covered = [i for s in shown for i in (s, *chosen.similar_ids(s))]
     assert len(covered) == len(set(covered))  # each memory once
