@@ -11,7 +11,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hybrid_memory import HybridMemory, HybridMemoryError, MemoryNotFoundError
-from hybrid_memory_ui import actions, pages
+from hybrid_memory_ui import actions, pages, repeats
 from hybrid_memory_ui.config import UIConfig
 from hybrid_memory_ui.render import STATIC, Page, page_of
 from hybrid_memory_ui.security import SecurityMiddleware
@@ -33,6 +33,9 @@ def create_app(memory: HybridMemory, config: UIConfig | None = None) -> Starlett
         Route("/changes", pages.changes),
         Route("/memory", pages.memory_page),
         Route("/memory/delete", pages.delete_page),
+        Route("/memory/similar", repeats.near_duplicates),
+        Route("/memory/merge", repeats.merge_page),
+        Route("/memory/merge", repeats.merge, methods=["POST"]),
         Route("/stats", pages.stats_page),
         Route("/transfer", pages.transfer_page),
         Route("/export", actions.export),

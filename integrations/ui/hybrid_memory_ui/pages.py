@@ -32,6 +32,7 @@ DONE_MESSAGES = {
     "deleted": "Deleted {n} memory.",
     "bulk-deleted": "Deleted {n} memories.",
     "retagged": "Re-tagged {n} memories.",
+    "merged": "Merged {n} other memories into this one.",
 }
 SEARCH_SIZES = (10, 20, 50)
 
