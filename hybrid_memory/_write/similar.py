@@ -3,9 +3,10 @@ report (``AddResult.similar``, outcome ``"similar"``) and what ``on_similar`` do
 them.
 
 Found from the vectors the write computed already (nothing is embedded again): one
-Chroma query per batch for each new memory's nearest stored memories of the same store
-or namespace (Chroma's answer, so another process's or another server client's writes
-count at once), and the earlier memories of the same batch compared with each other
+Chroma call per batch for each new memory's nearest stored memories of the same store
+or namespace (a query; for a namespace of few memories, a read of them all, compared
+here; Chroma's answer either way, so another process's or another server client's
+writes count at once), and the earlier memories of the same batch compared with each other
 (the earlier batches of a call are stored by then, and found by the query). Which of
 them are near-duplicates is :class:`~hybrid_memory._model.near_duplicates.NearDuplicateRule`'s
 call, from their cosine and their words.
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hybrid_memory._embedding.embedders import Matrix, nearest_by_cosine
 from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
 from hybrid_memory._model.near_duplicates import NearDuplicateRule, comparable_words
 from hybrid_memory._model.records import SUPERSEDES_KEY, NewMemory, content_hash
@@ -149,12 +151,7 @@ def find_similar(
     norms = np.linalg.norm(matrix, axis=1)
     units = np.divide(matrix, norms[:, None], out=np.zeros_like(matrix), where=norms[:, None] > 0)
     words = [_words(text) for text in texts]
-    got = collection.call(
-        "query",
-        query_embeddings=np.asarray(vectors, dtype=np.float32),
-        n_results=nearest,
-        include=["distances", "documents"],
-    )
+    got = _nearest_stored(collection, np.asarray(vectors, dtype=np.float32), nearest)
     found: list[tuple[SimilarMemory, ...]] = []
     for row, memory_id in enumerate(ids):
         near: dict[str, float] = {}
@@ -167,6 +164,30 @@ def find_similar(
         near.update(_earlier(row, units, words, rule, found, ids, skipping))
         found.append(tuple(SimilarMemory(i, c) for i, c in sorted(near.items(), key=_nearest)))
     return found
+
+
+def _nearest_stored(collection: ChromaCollection, vectors: Matrix, n: int) -> dict[str, Any]:
+    """Each row's ``n`` nearest stored memories, as a Chroma query answers (ids, cosine
+    distances, documents, one list per row), in one Chroma call. A namespace's memories,
+    when they are few, are read and compared one by one (as its searches do: Chroma's
+    query narrowed to a namespace scans the shared collection; its read does not)."""
+    if collection.partition is not None:
+        got = collection.call(
+            "get", limit=collection.compare_all + 1, include=["embeddings", "documents"]
+        )
+        if len(got["ids"]) <= collection.compare_all:
+            ids, documents, stored = got["ids"], got["documents"], got["embeddings"]
+            near = [nearest_by_cosine(stored, row, n) if len(ids) else [] for row in vectors]
+            return {
+                "ids": [[ids[i] for i, _ in rows] for rows in near],
+                "distances": [[1.0 - c for _, c in rows] for rows in near],
+                "documents": [[documents[i] for i, _ in rows] for rows in near],
+            }
+    return dict(
+        collection.call(
+            "query", query_embeddings=vectors, n_results=n, include=["distances", "documents"]
+        )
+    )
 
 
 def _earlier(

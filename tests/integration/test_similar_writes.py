@@ -112,6 +112,22 @@ def test_namespaces_and_the_store_stay_apart(hash_embedding: HashEmbedding) -> N
         assert bob.add(FACT).similar[0].id != in_alice
 
 
+@pytest.mark.parametrize("read_all_up_to", [256, 2])
+def test_a_namespace_finds_its_own_by_reading_them_or_by_a_query(
+    hash_embedding: HashEmbedding, filter_paths: Any, read_all_up_to: int
+) -> None:
+    """A namespace of few memories reads them all and compares them here; a larger one
+    asks Chroma's query, narrowed to it: the same answer, other namespaces left out."""
+    filter_paths(exact_search=read_all_up_to)
+    with HybridMemory(embedding=hash_embedding, embedding_name="test-hash-64") as store:
+        alice, bob = store.namespace("alice"), store.namespace("bob")
+        bob.add_many([FACT, OTHER, "Bob plays chess", "Bob likes tea"])
+        stored = alice.add_many([FACT, OTHER, "Alice plays the cello", "Alice likes tea"])
+        again = alice.add(AGAIN)
+        assert again.outcome == "similar" and [s.id for s in again.similar] == [stored[0]]
+        assert bob.similar(bob.list_memories()[0].id) == ()  # bob's are all distinct
+
+
 def test_a_write_of_another_process_on_the_path_is_found(tmp_path: Path) -> None:
     """Two processes on one path (one owns it, the other goes through it): each one's
     add finds what the other stored, as one process would."""
