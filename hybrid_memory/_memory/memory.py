@@ -22,13 +22,16 @@ processes (in the background: see :meth:`HybridMemory.sync`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
 from typing import Any
 
 from hybrid_memory._embedding.embedders import Embedder
+from hybrid_memory._memory.existing import existing_store, missing_namespace
 from hybrid_memory._memory.parts import NamespaceHandle, StoreHandle, StoreParts
+from hybrid_memory._memory.read_service import serve_reads, stop_serving
 from hybrid_memory._memory.repairing import repairing
 from hybrid_memory._model.errors import InvalidInputError, MemoryNotFoundError
 from hybrid_memory._model.filters import Node, parse_filter
@@ -85,6 +88,9 @@ class HybridMemory:
             name fails with :class:`EmbeddingMismatchError`.
         settings: a :class:`HybridMemorySettings`; environment variables
             ``HYBRID_MEMORY_*`` fill what it does not set.
+        create: with ``False``, open only a store that exists (a directory holding one,
+            a collection the path or server holds): else :class:`StoreNotFoundError`
+            naming what is missing, and nothing is created. What a read opens.
         **overrides: any settings field, beating both.
     """
 
@@ -98,6 +104,7 @@ class HybridMemory:
         embedding: Any = None,
         embedding_name: str | None = None,
         settings: HybridMemorySettings | None = None,
+        create: bool = True,
         **overrides: Any,
     ) -> None:
         if client is not None and (path is not None or url is not None):
@@ -109,9 +116,12 @@ class HybridMemory:
         if collection is not None:
             overrides["collection"] = collection
         self.settings = load_settings(settings, **overrides)
-        self._handle: StoreHandle | NamespaceHandle = StoreHandle(
-            StoreParts(self.settings, client, embedding, embedding_name)
-        )
+        if not isinstance(create, bool):
+            raise InvalidInputError("create", f"expected True or False, got {create!r}")
+        with existing_store(self.settings, client) if not create else contextlib.nullcontext():
+            self._handle: StoreHandle | NamespaceHandle = StoreHandle(
+                StoreParts(self.settings, client, embedding, embedding_name)
+            )
         self._owner = True
         self._closed = False
         # On open, compare ids too: an add and a delete made behind the index's back
@@ -126,6 +136,8 @@ class HybridMemory:
         except BaseException:
             self._parts.close()
             raise
+        # While this process owns the path: the reads of command line clients.
+        self._read_service = serve_reads(self)
 
     @property
     def _parts(self) -> StoreParts:
@@ -457,7 +469,7 @@ class HybridMemory:
         for the store itself, ``("alice",)`` for ``memory.namespace("alice")``."""
         return self._parts.namespace_path
 
-    def namespace(self, name: str) -> HybridMemory:
+    def namespace(self, name: str, *, create: bool = True) -> HybridMemory:
         """A view of this store holding only the memories of namespace ``name`` (any
         non-empty string): its share of the one collection all namespaces of the store
         live in (on the same Chroma client, embedded the same way, with the same
@@ -476,8 +488,16 @@ class HybridMemory:
         ``settings.collection``; earlier versions made it a Chroma collection, moved into
         the shared one, ``<collection>.namespaces``, when the namespace is opened), and,
         for an embedded store, to one keyword index file beside the store's.
+
+        With ``create=False``, only a namespace that exists (one :meth:`namespaces`
+        lists): else :class:`StoreNotFoundError` naming it, and nothing is created.
         """
-        handle = NamespaceHandle(self._handle, valid_namespace(name))
+        name = valid_namespace(name)
+        if not create:
+            names = self.namespaces()
+            if name not in names:
+                raise missing_namespace(name, names, self.namespace_path)
+        handle = NamespaceHandle(self._handle, name)
         parts = handle.parts()
         view = object.__new__(HybridMemory)
         # A copy, not a new validation (which re-reads the environment, ~4 ms): both
@@ -690,6 +710,7 @@ class HybridMemory:
         if not self._owner or self._closed:
             return
         self._closed = True
+        stop_serving(self, self._read_service)
         self._parts.close()
 
     def __enter__(self) -> HybridMemory:

@@ -105,7 +105,7 @@ def test_a_merge_that_deletes_deletes_only_the_chosen(tmp_path: Path, page: Any)
         assert "cannot be undone" in page.locator(".preview").inner_text()
         assert set(stored(tmp_path)) == {"p1", "p2", "p3", "chess", "latte"}
         page.click("button:has-text('Merge 2 memories')")
-        page.wait_for_selector("text=Merged 1 other memories into this one.")
+        page.wait_for_selector("text=Merged 1 other memory into this one.")
         page.wait_for_selector("ol.similar li.hit")
         assert _ids(page, "ol.similar li.hit") == ["p3", "p1"]
     assert set(stored(tmp_path)) == {"p1", "p3", "chess", "latte"}
