@@ -47,6 +47,7 @@ from hybrid_memory_eval.report import per_query_scores
 from hybrid_memory_eval.runs import run_peer
 from hybrid_memory_eval.significance import paired_randomisation_test
 
+from benchmarks._porter import stem
 from benchmarks.fusion_study import DEPTH, Prepared
 from benchmarks.leg_weighting_study import compute_legs, group_of, load, order
 from benchmarks.lift_gating_study import lifted_rrf
@@ -54,7 +55,6 @@ from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._embedding.embedders import MiniLMEmbedder
 from hybrid_memory._keyword import bm25_scores
 from hybrid_memory._keyword.bm25 import _TOKEN as TOKEN
-from hybrid_memory._keyword.porter import stem
 from hybrid_memory._model.filters import parse_filter
 
 GRID = tuple(round(0.3 + 0.05 * i, 2) for i in range(15))  # 0.30 ... 1.00
@@ -101,9 +101,9 @@ def keyword_legs(path: str, cache: str | None) -> tuple[dict[float, dict[str, Hi
     by_b: dict[float, dict[str, Hits]] = {}
     try:
         index = memory._parts.index
-        postings = index.keywords._ready_postings()
+        postings = index.keywords.keeper.ready()
         assert postings is not None, "the study needs the postings ranking"
-        lengths = Lengths(postings._length[postings._live])
+        lengths = Lengths(postings.length[postings.live])
         default = bm25_scores.B
         try:
             for b in GRID:

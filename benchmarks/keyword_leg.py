@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _scale.constants import WARMUP_QUERIES
 from _scale.data import generate_memories, load_sources
 
+from hybrid_memory._keyword import numpy_top, scoring_kernel
 from hybrid_memory._keyword import postings as postings_module
-from hybrid_memory._keyword import scoring_kernel
 from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.records import IndexRow
@@ -57,10 +57,11 @@ def partial_sort_top(
     of every matched posting's total, by a partial sort (``within``: as now)."""
     if within is not None:
         return current_top(self, terms, limit, within)
-    matched = self._matched(terms)
+    matched = numpy_top._matched(self, terms)
     if matched is None or limit <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    rows, totals, lists = matched
+    rows, totals = matched
+    lists = sum(1 for term in terms if self.parts(term))
     scored = totals[rows]
     entries = limit * lists
     if len(scored) > entries:
@@ -156,7 +157,7 @@ def main() -> int:
     postings = index.keywords.postings
     assert postings is not None
     sizes = [
-        sum(len(postings._rowids.get(t[0], ())) for t in index.terms(query_words(q)) if t)
+        sum(len(p.rows) for t in index.terms(query_words(q)) if t for p in postings.parts(t[0]))
         for q in questions
     ]
     print(f"postings per question: median {int(np.median(sizes)):,}, mean {int(np.mean(sizes)):,}")

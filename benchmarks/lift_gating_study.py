@@ -48,13 +48,13 @@ from hybrid_memory_eval.report import per_query_scores
 from hybrid_memory_eval.runs import run_peer
 from hybrid_memory_eval.significance import paired_randomisation_test
 
+from benchmarks._porter import stem
 from benchmarks.fusion_study import Prepared, QueryLegs
 from benchmarks.leg_weighting_study import Legs, compute_legs, group_of, load, order, weights
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._embedding.embedders import MiniLMEmbedder
 from hybrid_memory._keyword import bm25_scores
 from hybrid_memory._keyword.bm25 import query_words
-from hybrid_memory._keyword.porter import stem
 from hybrid_memory._model.errors import EmbeddingError
 from hybrid_memory._search.fusion import reciprocal_rank_fusion, score_lifts
 

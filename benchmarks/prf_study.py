@@ -59,7 +59,7 @@ from benchmarks.fusion_study import (
 )
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
-from hybrid_memory._keyword.postings import K1, B, bm25_idf
+from hybrid_memory._keyword.bm25_scores import K1, B, bm25_idf
 
 
 @dataclass
@@ -85,7 +85,7 @@ def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
         index = memory._parts.index
         search = index.keywords
         with index._lock:
-            postings = search._ready_postings()
+            postings = search.keeper.ready()
             rowids = sorted(int(r) for r in postings.live_rowids())
             id_of = index.ids_cache.ids_of(rowids)
             position = {d: i for i, d in enumerate(prep.ids)}
