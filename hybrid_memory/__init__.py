@@ -28,7 +28,12 @@ from hybrid_memory._model.errors import (
     StoreNotFoundError,
 )
 from hybrid_memory._model.results import Hit, Memory, SearchResult, StoreStats, TimeWindow
-from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._model.write_outcomes import (
+    AddResult,
+    DeleteReport,
+    SimilarMemory,
+    WriteReport,
+)
 
 if TYPE_CHECKING:
     from hybrid_memory._memory.memory import HybridMemory
@@ -61,6 +66,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MissingDependencyError",
     "SearchResult",
+    "SimilarMemory",
     "StoreError",
     "StoreNotFoundError",
     "StoreStats",

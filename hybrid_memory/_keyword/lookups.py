@@ -275,6 +275,15 @@ class IndexLookups:
         with self._lock:
             return self.keywords.terms_of(words)
 
+    def common_words(self, words: Sequence[str], share: float) -> set[str]:
+        """Those of ``words`` whose terms (as the index's tokenizer makes them) occur in
+        more than ``share`` of the memories the index holds."""
+        if not words:
+            return set()
+        with self._lock:
+            self._see_other_writers()
+            return self.keywords.common_words(words, share, self.count())
+
     def tag_carriers(
         self,
         tags: Sequence[str],

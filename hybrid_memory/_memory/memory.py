@@ -45,19 +45,29 @@ from hybrid_memory._model.inputs import (
     valid_ids,
     valid_k,
     valid_max_tokens,
+    valid_mmr,
     valid_page,
     valid_tags,
     valid_text,
 )
 from hybrid_memory._model.namespaces import valid_namespace
+from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import to_memory
 from hybrid_memory._model.results import Memory, SearchResult, StoreStats
 from hybrid_memory._model.settings import SEARCH_SETTINGS, HybridMemorySettings, load_settings
 from hybrid_memory._model.times import now_timestamp, to_timestamp
-from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._model.write_outcomes import (
+    ON_SIMILAR,
+    AddResult,
+    DeleteReport,
+    OnSimilar,
+    SimilarMemory,
+    WriteReport,
+)
 from hybrid_memory._search.searcher import Query
 from hybrid_memory._search.supersession import check_links
 from hybrid_memory._search.time_scope import plan_time
+from hybrid_memory._write.similar import SimilarCheck, similar_to
 
 
 class HybridMemory:
@@ -178,6 +188,7 @@ class HybridMemory:
         upsert: bool = False,
         allow_duplicates: bool = False,
         supersedes: str | None = None,
+        on_similar: OnSimilar | None = None,
     ) -> AddResult:
         """Store one memory and return its id, an :class:`AddResult` (a ``str``) whose
         ``outcome`` says what was done: ``"added"``, ``"duplicate"`` or ``"replaced"``.
@@ -193,12 +204,26 @@ class HybridMemory:
         return the older memory, ranked lower (``supersede_factor``) and marked
         (``Hit.superseded_by``). An id not stored in this store (or namespace) raises
         :class:`InvalidInputError` naming ``supersedes``, and nothing is stored.
+
+        A new memory that memories of this store (or namespace) say nearly the same as
+        (a restatement: settings ``similar_cosine``, ``similar_words_cosine``) is
+        ``"similar"``: ``AddResult.similar`` names them, most similar first, with their
+        cosine similarity. ``on_similar`` says what is done then (default the setting
+        ``on_similar``, ``"keep"``): ``"keep"`` stores it beside them, ``"skip"`` stores
+        nothing and returns the most similar one's id, ``"supersede"`` stores it as
+        superseding the most similar one (as ``supersedes=``).
         """
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
         if supersedes is not None:
             item["supersedes"] = supersedes
         memories = PendingMemories.of([new_memory(item, "", self.settings)])
-        written = self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates, one=True)
+        written = self._add(
+            memories,
+            upsert=upsert,
+            allow_duplicates=allow_duplicates,
+            on_similar=on_similar,
+            one=True,
+        )
         return written.results[0]
 
     @repairing
@@ -208,11 +233,13 @@ class HybridMemory:
         *,
         upsert: bool = False,
         allow_duplicates: bool = False,
+        on_similar: OnSimilar | None = None,
     ) -> WriteReport:
         """Store many memories (embedded in batches); returns their ids in order, as a
         :class:`WriteReport` (the list of ids) whose ``results`` say what was done with
         each item and which gathers the ids ``added``, the ``duplicates`` of stored
-        memories and those ``replaced``.
+        memories, those ``replaced`` and those ``similar`` to stored memories or to
+        earlier items (``on_similar`` as in :meth:`add`).
 
         Each item is a text or a mapping with ``text`` and optionally ``id``,
         ``tags``, ``metadata``, ``created_at``, ``supersedes`` (a stored memory's id, or
@@ -227,11 +254,24 @@ class HybridMemory:
             raise InvalidInputError("items", "expected a list of texts or dicts, not a single one")
         given = items if isinstance(items, Sequence) else list(items)
         memories = PendingMemories.of_items(given, self.settings)
-        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
+        return self._add(
+            memories, upsert=upsert, allow_duplicates=allow_duplicates, on_similar=on_similar
+        )
 
     def _add(
-        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool, one: bool = False
+        self,
+        memories: PendingMemories,
+        *,
+        upsert: bool,
+        allow_duplicates: bool,
+        on_similar: OnSimilar | None,
+        one: bool = False,
     ) -> WriteReport:
+        policy = self.settings.on_similar if on_similar is None else on_similar
+        if policy not in ON_SIMILAR:
+            raise InvalidInputError(
+                "on_similar", f"expected one of {', '.join(ON_SIMILAR)}, got {on_similar!r}"
+            )
         if memories.links:
             self._check_links(
                 [
@@ -245,6 +285,7 @@ class HybridMemory:
             upsert=upsert,
             allow_duplicates=allow_duplicates,
             sync_interval=self.settings.sync_interval,
+            similar=SimilarCheck(NearDuplicateRule.of(self.settings), policy),
         )
 
     @repairing
@@ -509,6 +550,7 @@ class HybridMemory:
         max_tokens: int | None = None,
         after: datetime | str | float | None = None,
         before: datetime | str | float | None = None,
+        mmr: float | None = None,
     ) -> SearchResult:
         """The ``k`` memories that best answer ``query``, best first.
 
@@ -528,6 +570,15 @@ class HybridMemory:
                 ``"off"``), a time the query names is read against ``now`` and favours
                 or limits the memories created then; ``SearchResult.time_window`` shows
                 how the search read it.
+            mmr: maximal marginal relevance, the weight of variety in [0, 1] (default the
+                setting ``mmr``, 0: relevance alone): the hits are then picked one by one
+                among more candidates, each trading its fused score against its cosine
+                with the hits picked before it. LangChain's ``lambda_mult`` and
+                LlamaIndex's ``mmr_threshold`` are ``1 - mmr``.
+
+        Memories that say nearly the same thing come back as one hit (the newest, or
+        the one superseding the others), the others named in ``Hit.similar_ids``; the
+        setting ``collapse_similar=False`` shows each.
         """
         s = self.settings
         text = valid_text(query, s.max_text_length, "query")
@@ -546,6 +597,7 @@ class HybridMemory:
             after=after,
             before=before,
             read_phrase=True,
+            mmr=mmr,
         )
 
     @repairing
@@ -574,6 +626,19 @@ class HybridMemory:
             before=before,
         )
 
+    @repairing
+    def similar(self, id: str, *, k: int = 20) -> tuple[SimilarMemory, ...]:
+        """The memories of this store (or namespace) that say nearly what the memory with
+        ``id`` says, most similar first, each a :class:`SimilarMemory` (id and cosine
+        similarity): those an add of it would report (settings ``similar_cosine``,
+        ``similar_words_cosine``), among its ``k`` nearest. For a clean-up: keep one,
+        delete or supersede the others. :class:`MemoryNotFoundError` when there is none."""
+        memory_id = valid_id(id)
+        nearest = valid_k(k, self.settings.max_k)
+        row, _, vector = self._parts.collection.stored(memory_id)
+        rule = NearDuplicateRule.of(self.settings)
+        return similar_to(self._parts.collection, memory_id, row.text, vector, rule, nearest)
+
     def _search(
         self,
         *,
@@ -589,8 +654,10 @@ class HybridMemory:
         after: datetime | str | float | None = None,
         before: datetime | str | float | None = None,
         read_phrase: bool = False,
+        mmr: float | None = None,
     ) -> SearchResult:
         s = self.settings
+        diversity = valid_mmr(s.mmr if mmr is None else mmr)
         k_checked = valid_k(s.k if k is None else k, s.max_k)
         alpha_checked = valid_alpha(alpha)
         tokens_checked = valid_max_tokens(max_tokens)
@@ -630,6 +697,7 @@ class HybridMemory:
             boost_window=plan.boost,
             order=plan.order,
             time_window=plan.shown,
+            mmr=diversity,
         )
         return searcher.search(query, s, warming=warming)
 

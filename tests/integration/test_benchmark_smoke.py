@@ -194,9 +194,9 @@ def test_paired_workers_take_turns_and_report_every_round(tmp_path: Path) -> Non
     store = tmp_path / "kept" / "ours-disk-200" / "store"
     assert (store / "chroma.sqlite3").is_file()
     # A kept store reopened by its owner: the first searches of its three most carried tags.
+    opener = [sys.executable, str(SCRIPT.parent / "reopened_store.py"), str(store)]
     reopened = subprocess.run(
-        [sys.executable, str(SCRIPT.parent / "reopened_store.py"), str(store), "--tags", "3"]
-        + ["--cases", "owner", "--settle", "0"],
+        [*opener, "--tags", "3", "--cases", "owner", "--settle", "0"],
         capture_output=True,
         text=True,
         env=env,
