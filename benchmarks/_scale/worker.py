@@ -68,7 +68,8 @@ SEARCH_STAGES = (
     ),
     ("keyword leg", "hybrid_memory._search.legs", "KeywordLeg", "rank"),
     ("tag leg", "hybrid_memory._search.legs", "TagLeg", "rank"),
-    ("relevance scores", "hybrid_memory._search.searcher", "Searcher", "relevance"),
+    # a function (no class): patched on the module that calls it
+    ("relevance scores", "hybrid_memory._search.searcher", "", "hit_relevance"),
     ("hits read from the index", "hybrid_memory._search.searcher", "Searcher", "memories"),
 )
 # Parts of the stages above (or of several of them), timed alongside them.
@@ -89,7 +90,8 @@ def search_stages(system: System, queries: list[str]) -> dict[str, float]:
     spent = dict.fromkeys((label for label, *_ in SEARCH_STAGES + SEARCH_PARTS), 0.0)
     originals = []
     for label, module, cls_name, method in SEARCH_STAGES + SEARCH_PARTS:
-        cls = getattr(importlib.import_module(module), cls_name)
+        owner = importlib.import_module(module)
+        cls = getattr(owner, cls_name) if cls_name else owner
         original = getattr(cls, method)
         originals.append((cls, method, original))
 
