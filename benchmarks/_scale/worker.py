@@ -67,6 +67,7 @@ SEARCH_STAGES = (
         "vectors_by_id",
     ),
     ("keyword leg", "hybrid_memory._search.legs", "KeywordLeg", "rank"),
+    ("long hits' read shares", "hybrid_memory._search.legs", "KeywordLeg", "read_shares"),
     ("tag leg", "hybrid_memory._search.legs", "TagLeg", "rank"),
     # a function (no class): patched on the module that calls it
     ("relevance scores", "hybrid_memory._search.searcher", "", "hit_relevance"),

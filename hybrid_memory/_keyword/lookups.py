@@ -203,14 +203,6 @@ class IndexLookups:
         with self._lock:
             return self._by_row_first(ids, self.reads.texts)
 
-    def lengths(self, ids: Sequence[str], longer_than: int) -> dict[str, tuple[int, str | None]]:
-        """``(length in characters, text)`` of the memories ``ids`` that exist, by id, the
-        text only of those longer than ``longer_than`` (one read for a search's hits)."""
-        with self._lock:
-            return self._by_row_first(
-                ids, lambda keys, by: self.reads.lengths(keys, by, longer_than=longer_than)
-            )
-
     def _known_rowids(self, ids: Sequence[str]) -> dict[str, int]:
         """The row ids of those of ``ids`` this connection already knows (remembered, or
         named by the postings), current as of now: reading by row id is cheaper. An id

@@ -294,24 +294,6 @@ class IndexReads:
             )
         return out
 
-    def lengths(
-        self, keys: Sequence[str] | Sequence[int], by: Key = "id", *, longer_than: int
-    ) -> dict[str, tuple[int, str | None]]:
-        """``(length in characters, text)`` of the memories that exist among ``keys``, by
-        id: the text only of those longer than ``longer_than``, so short ones are not
-        carried out of SQLite."""
-        out: dict[str, tuple[int, str | None]] = {}
-        for chunk, marks in chunks(keys):
-            out.update(
-                (memory_id, (length, text))
-                for memory_id, length, text in self._conn.execute(
-                    "SELECT id, length(text), CASE WHEN length(text) > ? THEN text END "
-                    f"FROM memories WHERE {by} IN ({marks})",
-                    [longer_than, *chunk],
-                )
-            )
-        return out
-
     def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
         """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist."""
         out: list[tuple[str, int, float, str, list[str]]] = []

@@ -78,12 +78,13 @@ class KeywordLeg:
         :mod:`~hybrid_memory._search.long_memories`): the share of each long hit's keyword
         evidence for ``text`` that lies in the part the model read (``{id: share}``, the
         hits within the window left out: their share is 1), and every hit's length in
-        characters. One read of the index; only the long hits' texts leave it."""
+        characters. One read of the hits' texts: cheaper than asking SQLite for their
+        lengths and then the long ones' texts."""
         if window <= 0 or not ids:
             return {}, {}
-        read = self._index.lengths(ids, window)
-        lengths = {memory_id: length for memory_id, (length, _) in read.items()}
-        long = {memory_id: t for memory_id, (_, t) in read.items() if t is not None}
+        texts = self._index.texts(ids)
+        lengths = {memory_id: len(t) for memory_id, t in texts.items()}
+        long = {memory_id: t for memory_id, t in texts.items() if len(t) > window}
         if not long:
             return {}, lengths
         words = query_words(text, drop_stopwords=drop_stopwords)

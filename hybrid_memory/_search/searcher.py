@@ -1,9 +1,10 @@
 """One search, as a straight line (docs/architecture.md, "the search path"):
 
 scope the filter → embed the query (in a worker, unless it is fast) ∥ [keyword leg →
-weights (adaptive alpha) → the feedback memories: the keyword leg's top] →
-pseudo-relevance feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion
-(score-aware per leg when ``keyword_score_lift`` / ``vector_score_lift`` say so) →
+the long hits' read shares → weights (adaptive alpha) → the feedback memories: the
+keyword leg's top] → pseudo-relevance feedback → vector leg → tag leg → weighted
+Reciprocal Rank Fusion (score-aware per leg when ``keyword_score_lift`` /
+``vector_score_lift`` say so; long keyword hits by their read share) →
 recency decay → time favour → superseded memories demoted → the top ``k`` as hits,
 within a token budget.
 """
