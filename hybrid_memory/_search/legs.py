@@ -76,20 +76,17 @@ class KeywordLeg:
     ) -> tuple[dict[str, float], dict[str, int]]:
         """For hits longer than the embedding model reads (``window`` characters; see
         :mod:`~hybrid_memory._search.long_memories`): the share of each long hit's keyword
-        evidence for ``text`` that lies in the part the model read (``{id: share}``, the
-        hits within the window left out: their share is 1), and every hit's length in
-        characters. One read of the hits' texts: cheaper than asking SQLite for their
-        lengths and then the long ones' texts."""
+        evidence for ``text`` that lies in the part the model read (``{id: share}``), and
+        each long hit's length in characters; hits within the window are left out of
+        both (their shares are 1). Only the long hits' texts are read."""
         if window <= 0 or not ids:
             return {}, {}
-        texts = self._index.texts(ids)
-        lengths = {memory_id: len(t) for memory_id, t in texts.items()}
-        long = {memory_id: t for memory_id, t in texts.items() if len(t) > window}
+        long, mean_length = self._index.long_texts(ids, window)
         if not long:
-            return {}, lengths
+            return {}, {}
+        lengths = {memory_id: len(t) for memory_id, t in long.items()}
         words = query_words(text, drop_stopwords=drop_stopwords)
         counter = QueryWordCounter(words, self._index.terms)
-        mean_length = sum(lengths.values()) / len(lengths)
         return window_shares(long, counter, window, mean_length), lengths
 
 
