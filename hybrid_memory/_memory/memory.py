@@ -576,8 +576,8 @@ class HybridMemory:
                 with the hits picked before it. LangChain's ``lambda_mult`` and
                 LlamaIndex's ``mmr_threshold`` are ``1 - mmr``.
 
-        Memories that say nearly the same thing come back as one hit (the newest, or
-        the one superseding the others), the others named in ``Hit.similar_ids``; the
+        Memories that say nearly the same thing come back as one hit (the best ranked,
+        a superseding one before those it supersedes), the others named in ``Hit.similar_ids``; the
         setting ``collapse_similar=False`` shows each.
         """
         s = self.settings

@@ -289,8 +289,8 @@ class HybridMemorySettings(BaseSettings):
     collapse_similar: bool = Field(
         True,
         description="A search shows one hit for memories that say nearly the same thing "
-        "(similar_cosine, similar_words_cosine): the newest of them, or the one superseding "
-        "the others, at the place of the best ranked, the others named in Hit.similar_ids. "
+        "(similar_cosine, similar_words_cosine): the best ranked of them (a superseding one "
+        "before those it supersedes), the others named in Hit.similar_ids. "
         "False shows each one.",
     )
     mmr: float = Field(

@@ -213,8 +213,9 @@ class Searcher:
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
         cosines = {} if fallback_reason is not None else scores[VECTOR]
+        known = {**(share or {}), **feedback}  # vectors read for this search already
         return self._result(
-            query, s, fused, rankings, scores, cosines, alpha, fallback_reason, superseded
+            query, s, fused, rankings, scores, cosines, alpha, fallback_reason, superseded, known
         )
 
     def _result(
@@ -228,13 +229,18 @@ class Searcher:
         alpha: float,
         fallback_reason: str | None,
         superseded: Mapping[str, str] | None = None,
+        known: Mapping[str, np.ndarray] | None = None,
     ) -> SearchResult:
         """The one ending of every search path: the top ``k`` of the ``fused`` scores
         that exist, within the token budget, each with its relevance (from ``cosines``
-        and keyword coverage), fused score and every leg's rank and score."""
+        and keyword coverage), fused score and every leg's rank and score. ``known``: the
+        vectors the search read already, which the folding of near-duplicates reuses."""
         # Near-duplicates folded into one hit, variety by MMR (_search.collapse).
         rule = NearDuplicateRule.of(s) if s.collapse_similar else None
-        picked = choose(order_by_score(fused), fused, query.k, self, rule, query.mmr, superseded)
+        candidates = _Candidates(self, known or {})
+        picked = choose(
+            order_by_score(fused), fused, query.k, candidates, rule, query.mmr, superseded
+        )
         fused, cosines = picked.best(fused), picked.best(cosines)
         memories = _within_budget(picked.memories, query.max_tokens, s.token_encoding)
         relevance = hit_relevance(
@@ -289,13 +295,14 @@ class Searcher:
         """The vectors of those of ``ids`` that exist, by id: from ``known`` (read for the
         search already), the index's copy where it has one (a row read from its file),
         else the collection's (a Chroma call)."""
-        if known is not None and all(i in known for i in ids):
-            return {i: known[i] for i in ids}
-        kept = self._index.vectors(ids)
-        missing = [i for i in ids if i not in kept]
+        found = {i: known[i] for i in ids if i in known} if known else {}
+        missing = [i for i in ids if i not in found]
         if missing:
-            kept.update(self._collection.vectors_by_id(missing))
-        return kept
+            found.update(self._index.vectors(missing))
+            missing = [i for i in missing if i not in found]
+        if missing:
+            found.update(self._collection.vectors_by_id(missing))
+        return found
 
     def anchor_time(
         self, event: str, node: Node | None, s: HybridMemorySettings
@@ -421,3 +428,17 @@ def _hits(
             )
         )
     return hits
+
+
+class _Candidates:
+    """The searcher as the folding of near-duplicates reads it, with the vectors its
+    search read already (a small namespace's, the feedback memories')."""
+
+    def __init__(self, searcher: Searcher, known: Mapping[str, np.ndarray]) -> None:
+        self._searcher, self._known = searcher, known
+
+    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
+        return self._searcher.memories(ordered, k)
+
+    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        return self._searcher.vectors(ids, self._known)
