@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hybrid_memory._embedding.embedders import Embedder, QueryCache, resolve_embedding
+from hybrid_memory._embedding.embedders import Embedder, resolve_embedding
+from hybrid_memory._embedding.query_cache import QueryCache
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import StoreError
 from hybrid_memory._model.namespaces import (

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hybrid_memory._embedding.embedders import QueryCache, Vector
+from hybrid_memory._embedding.query_cache import QueryCache
+from hybrid_memory._embedding.vectors import Vector
 from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import EmbeddingError

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory._embedding.embedders import Matrix, Vector, nearest_by_cosine
+from hybrid_memory._embedding.vectors import Matrix, Vector, nearest_by_cosine
 from hybrid_memory._keyword.file import why_no_room
 from hybrid_memory._model.errors import (
     EmbeddingMismatchError,
