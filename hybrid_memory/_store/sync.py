@@ -99,7 +99,7 @@ class IndexSync:
         # it reads the same, nobody wrote since, and a check has nothing to find.
         self._in_step_at: int | None = None
         # The same, as the path owner's count of the writes that can touch the collection
-        # (:meth:`ChromaCollection.write_mark`): unlike the marker, writes elsewhere on the
+        # (:meth:`WriteCounts.begun_on_share`): unlike the marker, writes elsewhere on the
         # path (other namespaces) leave it alone; kept when a namespace closes, so that
         # opening it again needs no read of the collection while it is unchanged.
         self.in_step_mark: int | None = None
@@ -248,8 +248,8 @@ class IndexSync:
             clock = time.perf_counter()
             started = now_timestamp()  # before the reads (see the class's docstring)
             index, collection = self._index, self._collection
-            marker = collection.write_marker()  # before the reads: a write after it shows
-            mark = collection.write_mark()  # the same, counted (see in_step_mark)
+            marker = collection.writes.file_version()  # before the reads: a write after it shows
+            mark = collection.writes.begun_on_share()  # the same, counted (see in_step_mark)
             changed = emptied = False
             if index.get_state("collection_id") != collection.id:
                 if index.count():  # a new file (a new namespace's) has nothing to clear
@@ -334,7 +334,7 @@ class IndexSync:
             if self.closed:
                 return
             writes = self._writes
-            marker = self._collection.write_marker()  # before: a write after it shows
+            marker = self._collection.writes.file_version()  # before: a write after it shows
             read_started = now_timestamp()
             clock = time.perf_counter()
             behind = writes % 2 == 0 and self._behind()
@@ -387,10 +387,10 @@ class IndexSync:
         last found the index in step with it, as the path owner's count of writes or the
         write marker tells (which only an embedded store has)."""
         mark = self.in_step_mark
-        if mark is not None and self._collection.write_mark() == mark:
+        if mark is not None and self._collection.writes.begun_on_share() == mark:
             return True
         marker = self._in_step_at
-        return marker is not None and self._collection.write_marker() == marker
+        return marker is not None and self._collection.writes.file_version() == marker
 
     def resume(self, mark: int) -> bool:
         """Take the index as in step, without reading the collection, if it was at
@@ -407,7 +407,7 @@ class IndexSync:
         with self._lock:
             index, collection = self._index, self._collection
             if (
-                collection.write_mark() != mark
+                collection.writes.begun_on_share() != mark
                 or index.lagging
                 or index.get_state("collection_id") != collection.id
             ):
@@ -430,28 +430,34 @@ class IndexSync:
         check due, and a check (a Chroma count and filtered read: ~0.4 s at a million
         memories) slowed the searches and writes beside it."""
         in_step = self._in_step_at
-        others = None if in_step is None else self._collection.others_writes()
-        unchanged = others is not None and self._collection.write_marker() == in_step
+        others = None if in_step is None else self._collection.writes.begun_by_others()
+        unchanged = others is not None and self._collection.writes.file_version() == in_step
         mark = self.in_step_mark
-        counted = mark is not None and self._collection.write_mark() == mark
-        own = self._collection.own_writes
+        counted = mark is not None and self._collection.writes.begun_on_share() == mark
+        own = self._collection.writes.own_record_writes
         began = now_timestamp()
         self._writes += 1
         try:
             yield
             # In step after it too if every write begun meanwhile that can touch the
             # collection was this one's (a namespace's: on its share).
-            after = self._collection.write_mark() if counted else None
+            after = self._collection.writes.begun_on_share() if counted else None
             if mark is not None and self.in_step_mark == mark:
-                if after is not None and after - mark == self._collection.own_writes - own:
+                if (
+                    after is not None
+                    and after - mark == self._collection.writes.own_record_writes - own
+                ):
                     self.in_step_mark = after
                 else:
                     self.in_step_mark = None
             if unchanged:
-                marker = self._collection.write_marker()
+                marker = self._collection.writes.file_version()
                 # Counted after the marker is read: another's write counted later than
                 # this commits later too, and moves the marker again.
-                if self._collection.others_writes() == others and self._in_step_at == in_step:
+                if (
+                    self._collection.writes.begun_by_others() == others
+                    and self._in_step_at == in_step
+                ):
                     self._in_step_at = marker
                     self._settle(began)
         finally:
