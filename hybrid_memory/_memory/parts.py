@@ -42,7 +42,7 @@ from hybrid_memory._store.index_location import index_path, server_identity
 from hybrid_memory._store.namespace_registry import NamespaceStore
 from hybrid_memory._store.recent_vectors import RecentVectors
 from hybrid_memory._store.sync import CLOCK_SKEW, IndexSync
-from hybrid_memory._write.writer import Writer
+from hybrid_memory._store.writer import Writer
 
 log = logging.getLogger("hybrid_memory")
 
