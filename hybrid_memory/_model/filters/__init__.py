@@ -38,29 +38,3 @@ from hybrid_memory._model.filters.grammar import (
 )
 from hybrid_memory._model.filters.matching import matches
 from hybrid_memory._model.filters.sql import metadata_rows, to_sql
-
-__all__ = [
-    "ARRAY_OPS",
-    "COMPARISON_OPS",
-    "EQUALITY_OPS",
-    "LIST_OPS",
-    "LOGICAL_OPS",
-    "MAX_FILTER_DEPTH",
-    "ORDER_OPS",
-    "RESERVED_FIELDS",
-    "TAGS_FIELD",
-    "TIME_FIELDS",
-    "Condition",
-    "Logical",
-    "Node",
-    "Scalar",
-    "chroma_part",
-    "fields_of",
-    "kind_of",
-    "matches",
-    "metadata_rows",
-    "parse_filter",
-    "tests_arrays",
-    "to_chroma",
-    "to_sql",
-]
