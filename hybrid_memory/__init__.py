@@ -21,6 +21,7 @@ from hybrid_memory._model.errors import (
     MissingDependencyError,
     StoreError,
 )
+from hybrid_memory._model.hosts import is_loopback
 from hybrid_memory._model.results import Hit, Memory, SearchResult, StoreStats, TimeWindow
 from hybrid_memory._model.settings import HybridMemorySettings
 from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
@@ -61,6 +62,7 @@ __all__ = [
     "export_lines",
     "export_memories",
     "import_memories",
+    "is_loopback",
 ]
 
 
