@@ -276,7 +276,7 @@ class ChromaCollection(PagedReads):
                 self._collection.delete(where=scoped_where(self.partition, None))
                 return
             # Records first: Chroma 1.5 otherwise leaves their array-metadata index
-            # entries behind to match in the next collection (see _legs.VectorLeg).
+            # entries behind to match in the next collection (see _search/legs.py).
             while ids := self._collection.get(limit=PAGE, include=[])["ids"]:
                 self._collection.delete(ids=ids)
             self.client.delete_collection(self._chroma_name)
