@@ -30,6 +30,7 @@ from _scale.embedding import HashingEmbedding, TableEmbedding
 
 import hybrid_memory
 from hybrid_memory import HybridMemory
+from hybrid_memory.testing import keyword_postings_built
 
 # The scale benchmark's stores were written under this embedding's name.
 SCALE_EMBEDDING = f"{TableEmbedding.__module__}.{TableEmbedding.__qualname__}"
@@ -67,9 +68,8 @@ def main() -> None:
         path=str(args.store), embedding=HashingEmbedding(), embedding_name=SCALE_EMBEDDING
     )
     print(f"open: {time.perf_counter() - start:.1f} s, {memory.count()} memories")
-    index = memory._parts.index  # the keyword index: whether its postings are built
     start, searches = time.perf_counter(), 0
-    while index.keywords.postings is None:
+    while not keyword_postings_built(memory):
         memory.search("a quiet evening walk", k=10)  # FTS5 ranks meanwhile
         searches += 1
         time.sleep(0.05)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ __all__ = [
     "STOPWORDS",
     "adaptive_alpha",
     "bm25_idf",
+    "chroma_nearest",
+    "chroma_record",
     "compiled_keyword_loops_from",
     "default_embedder",
     "default_model",
@@ -57,12 +59,15 @@ __all__ = [
     "keyword_leg",
     "keyword_leg_path",
     "keyword_postings",
+    "keyword_postings_built",
     "keyword_terms",
     "known_tags",
+    "last_check_seconds",
     "length_scaled_weight",
     "memory_lengths",
     "namespace_records",
     "normalise_tag",
+    "owns_path",
     "parse_filter",
     "query_words",
     "reciprocal_rank_fusion",
@@ -70,6 +75,7 @@ __all__ = [
     "score_lifts",
     "sentence_transformers_embedder",
     "sentence_transformers_model",
+    "sync_check",
     "text_words",
     "timed_heap_trims",
     "timed_search_stages",
@@ -210,6 +216,47 @@ def keyword_postings(
         id_of = index.ids_cache.ids_of(rowids)
         for term, rows, frequencies in postings.each_term():
             yield term, [id_of[int(r)] for r in rows], frequencies
+
+
+def keyword_postings_built(memory: HybridMemory) -> bool:
+    """Whether ``memory``'s keyword leg ranks from its in-memory postings yet (a store
+    opened again builds them in the background; FTS5 ranks meanwhile)."""
+    return memory._parts.index.keywords.postings is not None
+
+
+# --- a store's sync and its Chroma side, as diagnostics read them ----------------------------
+
+
+def sync_check(memory: HybridMemory) -> Callable[[], bool]:
+    """The periodic sync check's question for ``memory``, to ask (and time) at will:
+    whether its keyword index is behind the collection."""
+    return memory._parts.sync._behind
+
+
+def last_check_seconds(memory: HybridMemory) -> float:
+    """How long ``memory``'s last sync check took (the periodic check waits 20 times that
+    at least before the next)."""
+    return memory._parts.sync.check_seconds
+
+
+def owns_path(memory: HybridMemory) -> bool:
+    """Whether this process owns ``memory``'s embedded path (serves it to the others)."""
+    ownership = memory._parts.collection._ownership
+    return ownership is not None and ownership.is_owner
+
+
+def chroma_record(memory: HybridMemory, memory_id: str) -> tuple[str, list[float]] | None:
+    """The document and vector Chroma itself holds for ``memory_id`` (None: none)."""
+    got = memory._parts.collection.call("get", ids=[memory_id], include=["documents", "embeddings"])
+    if not got["ids"]:
+        return None
+    return got["documents"][0], list(got["embeddings"][0])
+
+
+def chroma_nearest(memory: HybridMemory, vector: Sequence[float], n: int) -> list[str]:
+    """The ids of the ``n`` records nearest ``vector`` by Chroma's own search (approximate),
+    nearest first."""
+    return list(memory._parts.collection.nearest(list(vector), n, None))
 
 
 # --- filters, tags and a store's layout in Chroma --------------------------------------------

@@ -123,8 +123,11 @@ class ChromaCollection(PagedReads):
         return own if self.partition is None else f"{own}:{self.partition}"
 
     def call(self, operation: str, **kwargs: Any) -> Any:
-        """``collection.<operation>(**kwargs)``; a failure becomes StoreError."""
-        if operation in WRITE_OPERATIONS and self._ownership is not None and self._settings.path:
+        """``collection.<operation>(**kwargs)``; a failure becomes StoreError. A write on an
+        embedded path is refused while the disk has no room, and counted."""
+        if operation not in WRITE_OPERATIONS:
+            return self._call(operation, kwargs)
+        if self._ownership is not None and self._settings.path:
             check_room(self._settings.path, self._settings.write_reserve)
         with self.writes.counting(operation):
             return self._call(operation, kwargs)

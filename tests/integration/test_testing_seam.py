@@ -4,6 +4,7 @@ these fail before a study silently measures something else."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,26 @@ def test_the_process_figures(store: HybridMemory) -> None:
     assert trims[1] == (1 if heap.available() else 0)
     assert isinstance(seam.keyword_leg_path(), str)
     assert seam.NARROW_FILTER > 0
+
+
+def test_the_sync_and_chroma_as_diagnostics_read_them(tmp_path: Path, hash_embedding: Any) -> None:
+    with HybridMemory(
+        tmp_path / "s", embedding=hash_embedding, embedding_name="test-hash-64"
+    ) as store:
+        memory_id = store.add("The river bridge opens at dawn")
+        assert seam.owns_path(store)
+        assert seam.sync_check(store)() is False  # in step: nothing to catch up
+        assert seam.last_check_seconds(store) >= 0.0
+        document, vector = seam.chroma_record(store, memory_id) or ("", [])
+        assert document == "The river bridge opens at dawn"
+        assert seam.chroma_nearest(store, vector, 1) == [memory_id]
+        assert seam.chroma_record(store, "no-such-id") is None
+    # Opened again, the store builds its postings in the background, FTS5 ranking meanwhile.
+    with HybridMemory(
+        tmp_path / "s", embedding=hash_embedding, embedding_name="test-hash-64"
+    ) as store:
+        deadline = time.monotonic() + 60
+        while not seam.keyword_postings_built(store) and time.monotonic() < deadline:
+            store.search("river")
+            time.sleep(0.05)
+        assert seam.keyword_postings_built(store)
