@@ -29,9 +29,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING
 
 from hybrid_memory import _commands
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = ["build_parser", "main", "plugin_commands"]
 
@@ -57,6 +60,8 @@ KNOWN_PLUGINS = {
 
 def plugin_commands() -> dict[str, EntryPoint]:
     """The installed plugin subcommands, by name (the first one found for a name)."""
+    from importlib.metadata import entry_points  # reads every installed package's data
+
     found: dict[str, EntryPoint] = {}
     for entry in entry_points(group=COMMANDS_GROUP):
         found.setdefault(entry.name, entry)
@@ -104,9 +109,11 @@ def _run_plugin(name: str, entry: EntryPoint | None, argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hybrid-memory`` console script; returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in _commands.COMMANDS:
+        # A store command: the plugins need not be looked for.
+        return _commands.run(build_parser().parse_args(arguments))
     plugins = plugin_commands()
-    builtin = bool(arguments) and arguments[0] in _commands.COMMANDS
-    if not builtin and arguments and (arguments[0] in plugins or arguments[0] in KNOWN_PLUGINS):
+    if arguments and (arguments[0] in plugins or arguments[0] in KNOWN_PLUGINS):
         name = arguments[0]
         return _run_plugin(name, plugins.get(name), arguments[1:])
     # A store command runs; anything else: argparse prints the usage (or --help), exits 2.

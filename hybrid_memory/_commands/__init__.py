@@ -3,9 +3,9 @@
 subcommands on the parser and runs them on an open store; :func:`run` opens the store,
 runs one, and turns every error into a one-line message and an exit status.
 
-Exit status: 0 done; 1 not found (an id, or no hits, or a filter matching nothing to
-delete); 2 a usage error or invalid input (the message says which); 3 the store or the
-embedding model failed (the message says how).
+Exit status: 0 done; 1 not found (an id, a store or a namespace, or no hits, or a filter
+matching nothing to delete); 2 a usage error or invalid input (the message says which); 3
+the store or the embedding model failed (the message says how).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from hybrid_memory._model.errors import (
     HybridMemoryError,
     InvalidInputError,
     MemoryNotFoundError,
+    StoreNotFoundError,
 )
 
 #: The built-in commands, in the order ``--help`` lists them.
@@ -44,11 +45,14 @@ def run(args: argparse.Namespace) -> int:
     """Run a parsed built-in command; its exit status."""
     name = f"hybrid-memory {args.command}"
     try:
+        check = getattr(args, "check", None)
+        if check is not None:  # what can be refused before the store is opened
+            check(args)
         with open_store(args) as memory:
             return int(args.run(args, memory))
     except UsageError as exc:
         return _fail(name, str(exc), USAGE)
-    except MemoryNotFoundError as exc:
+    except (MemoryNotFoundError, StoreNotFoundError) as exc:
         return _fail(name, str(exc), NOT_FOUND)
     except InvalidInputError as exc:
         return _fail(name, str(exc), USAGE)
@@ -70,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         return NOT_FOUND
     except KeyboardInterrupt:
         return _fail(name, "interrupted", 130)
+    except OSError as exc:  # a file of the command's (stdin, stdout, a FILE) failed
+        where = f": {exc.filename}" if exc.filename else ""
+        return _fail(name, f"{exc.strerror or exc}{where}", FAILED)
 
 
 def _fail(name: str, message: str, status: int) -> int:

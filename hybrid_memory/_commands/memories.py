@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hybrid_memory._commands.output import (
     fields,
@@ -18,7 +18,11 @@ from hybrid_memory._commands.output import (
     table,
 )
 from hybrid_memory._commands.store import UsageError
-from hybrid_memory._memory.memory import HybridMemory
+from hybrid_memory._model.errors import DuplicateIdError
+
+if TYPE_CHECKING:
+    from hybrid_memory._commands.store import Readable
+    from hybrid_memory._memory.memory import HybridMemory
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:
@@ -105,9 +109,14 @@ def metadata_of(pairs: list[str]) -> dict[str, Any]:
 
 def run_add(args: argparse.Namespace, memory: HybridMemory) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
-    memory_id = memory.add(
-        text, id=args.id, tags=args.tag, metadata=metadata_of(args.meta), upsert=args.upsert
-    )
+    try:
+        memory_id = memory.add(
+            text, id=args.id, tags=args.tag, metadata=metadata_of(args.meta), upsert=args.upsert
+        )
+    except DuplicateIdError as exc:  # its message names the library's upsert=True
+        raise UsageError(
+            f"--id: a memory with id {exc.memory_id!r} already exists; add --upsert to replace it"
+        ) from None
     if args.json:
         print_json({"id": memory_id})
     else:
@@ -115,7 +124,7 @@ def run_add(args: argparse.Namespace, memory: HybridMemory) -> int:
     return 0
 
 
-def run_get(args: argparse.Namespace, memory: HybridMemory) -> int:
+def run_get(args: argparse.Namespace, memory: Readable) -> int:
     found = memory.get(args.id)
     if args.json:
         print_json(memory_json(found))
@@ -134,7 +143,7 @@ def run_get(args: argparse.Namespace, memory: HybridMemory) -> int:
     return 0
 
 
-def run_list(args: argparse.Namespace, memory: HybridMemory) -> int:
+def run_list(args: argparse.Namespace, memory: Readable) -> int:
     page = memory.list_memories(
         args.filter, limit=args.limit, offset=args.offset, newest_first=args.newest
     )

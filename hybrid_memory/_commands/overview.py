@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hybrid_memory._commands.output import fields, note, print_json, table
-from hybrid_memory._memory.memory import HybridMemory
 from hybrid_memory._model.errors import StoreError
+
+if TYPE_CHECKING:
+    from hybrid_memory._commands.store import Readable
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:
@@ -23,13 +25,13 @@ def register(commands: Any, shared: argparse.ArgumentParser) -> None:
     stats.set_defaults(run=run_stats)
 
 
-def tag_counts(memory: HybridMemory) -> list[tuple[str, int]]:
+def tag_counts(memory: Readable) -> list[tuple[str, int]]:
     """Each tag in use and how many memories carry it, the most used first."""
     counts = [(tag, memory.count({"tags": {"$contains": tag}})) for tag in memory.tags()]
     return sorted(counts, key=lambda pair: (-pair[1], pair[0]))
 
 
-def run_tags(args: argparse.Namespace, memory: HybridMemory) -> int:
+def run_tags(args: argparse.Namespace, memory: Readable) -> int:
     counts = tag_counts(memory)
     if args.json:
         print_json([{"tag": tag, "memories": count} for tag, count in counts])
@@ -40,7 +42,7 @@ def run_tags(args: argparse.Namespace, memory: HybridMemory) -> int:
     return 0
 
 
-def run_stats(args: argparse.Namespace, memory: HybridMemory) -> int:
+def run_stats(args: argparse.Namespace, memory: Readable) -> int:
     stats = memory.stats()
     try:
         namespaces: list[str] | None = memory.namespaces()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hybrid_memory._commands.memories import json_object
 from hybrid_memory._commands.output import memory_json, note, print_json, table
-from hybrid_memory._memory.memory import HybridMemory
 from hybrid_memory._model.results import LEGS
+
+if TYPE_CHECKING:
+    from hybrid_memory._commands.store import Readable
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:
@@ -29,7 +31,7 @@ def register(commands: Any, shared: argparse.ArgumentParser) -> None:
     search.set_defaults(run=run_search)
 
 
-def run_search(args: argparse.Namespace, memory: HybridMemory) -> int:
+def run_search(args: argparse.Namespace, memory: Readable) -> int:
     result = memory.search(args.query, k=args.k, filter=args.filter, tags=args.tag or None)
     if args.json:
         print_json(

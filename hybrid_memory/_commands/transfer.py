@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
+import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hybrid_memory._commands.output import memory_count, note, print_json
 from hybrid_memory._commands.store import UsageError
-from hybrid_memory._memory.memory import HybridMemory
-from hybrid_memory._transfer.format import decode_line, is_header
-from hybrid_memory._transfer.transfer import export_memories, import_memories
+
+if TYPE_CHECKING:
+    from hybrid_memory._memory.memory import HybridMemory
 
 
 def register(commands: Any, shared: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def register(commands: Any, shared: argparse.ArgumentParser) -> None:
         help="include each memory's vector (an import into a store with the same embedding "
         "then needs no model)",
     )
-    export.set_defaults(run=run_export)
+    export.set_defaults(run=run_export, check=lambda args: writable(args.file))
 
     restore = commands.add_parser(
         "import",
@@ -54,7 +55,23 @@ def register(commands: Any, shared: argparse.ArgumentParser) -> None:
     restore.set_defaults(run=run_import)
 
 
+def writable(file: str) -> None:
+    """Refuse, before the store is read, a ``FILE`` an export cannot be written to."""
+    if file == "-":
+        return
+    target = Path(file)
+    folder = target.parent
+    if target.is_dir():
+        raise UsageError(f"cannot write {file!r}: it is a directory")
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {file!r}: no directory {str(folder)!r}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {file!r}: the directory {str(folder)!r} is not writable")
+
+
 def run_export(args: argparse.Namespace, memory: HybridMemory) -> int:
+    from hybrid_memory._transfer.transfer import export_memories
+
     started = time.perf_counter()
     if args.file == "-":
         # UTF-8 and "\n" whatever the terminal's locale: the format is UTF-8 JSON Lines.
@@ -66,7 +83,10 @@ def run_export(args: argparse.Namespace, memory: HybridMemory) -> int:
         finally:
             stream.detach()
     else:
-        count = export_memories(memory, args.file, vectors=args.vectors)
+        try:
+            count = export_memories(memory, args.file, vectors=args.vectors)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.file!r}: {exc.strerror or exc}") from None
     seconds = time.perf_counter() - started
     summary = {"memories": count, "file": args.file, "vectors": args.vectors, "seconds": seconds}
     if args.json and args.file != "-":
@@ -78,6 +98,8 @@ def run_export(args: argparse.Namespace, memory: HybridMemory) -> int:
 
 
 def run_import(args: argparse.Namespace, memory: HybridMemory) -> int:
+    from hybrid_memory._transfer.transfer import import_memories
+
     started = time.perf_counter()
     if args.file == "-":
         report_lines = _announced(sys.stdin.buffer, memory, args.re_embed)
@@ -118,6 +140,8 @@ def run_import(args: argparse.Namespace, memory: HybridMemory) -> int:
 def _announced(file: IO[bytes], memory: HybridMemory, re_embed: bool) -> Iterator[bytes]:
     """The file's lines; before the first is handed on, a note when the texts will be
     embedded (the slow path: the model's speed, not the store's)."""
+    from hybrid_memory._transfer.format import decode_line, is_header
+
     lines = iter(file)
     first = next(lines, b"")
     try:

@@ -30,6 +30,7 @@ from typing import Any
 
 from hybrid_memory._embedding.embedders import Embedder
 from hybrid_memory._memory.parts import NamespaceHandle, StoreHandle, StoreParts
+from hybrid_memory._memory.read_service import serve_reads, stop_serving
 from hybrid_memory._memory.reading import Reading
 from hybrid_memory._memory.searching import Searching
 from hybrid_memory._memory.views import (
@@ -57,11 +58,12 @@ class HybridMemory:
         embedding: a LangChain ``Embeddings``, a LlamaIndex embedding model, a
             Chroma embedding function or a ``callable(list[str]) -> vectors``;
             default all-MiniLM-L6-v2, offline.
-        embedding_name: the name recorded with the collection for that embedding
-            (default: derived from the object). Reopening a collection with another
-            name fails with :class:`EmbeddingMismatchError`.
+        embedding_name: the name recorded with the collection for that embedding (default:
+            derived from the object); another name fails with :class:`EmbeddingMismatchError`.
         settings: a :class:`HybridMemorySettings`; environment variables
             ``HYBRID_MEMORY_*`` fill what it does not set.
+        create: with ``False``, open only a store that exists (what a read opens): else
+            :class:`StoreNotFoundError` naming what is missing, and nothing is created.
         **overrides: any settings field, beating both.
     """
 
@@ -75,13 +77,15 @@ class HybridMemory:
         embedding: Any = None,
         embedding_name: str | None = None,
         settings: HybridMemorySettings | None = None,
+        create: bool = True,
         **overrides: Any,
     ) -> None:
         self.settings, self._handle = open_store(
-            path, url, client, collection, embedding, embedding_name, settings, overrides
+            path, url, client, collection, embedding, embedding_name, settings, create, overrides
         )
         self._writing, self._reading, self._searching = _halves(self.settings, self._handle)
         self._owner = True  # a view closes nothing: its store owns the parts
+        self._read_service = serve_reads(self)  # command line reads, while the path is ours
 
     @property
     def _parts(self) -> StoreParts:
@@ -175,11 +179,10 @@ class HybridMemory:
         )
 
     def update_many(self, updates: Iterable[Mapping[str, Any]]) -> list[Memory]:
-        """Change many memories in one write: each update is a dict with ``id`` and any of
-        ``text``, ``tags``, ``metadata`` (as :meth:`update`; each id once). Everything is
-        checked first (a bad one is named ``updates[3].tags``; an id that does not exist
-        raises :class:`MemoryNotFoundError`): then nothing changes. Returns the new
-        memories in order; only changed texts are re-embedded, in one call."""
+        """Change many memories in one write: each update a dict with ``id`` and any of
+        ``text``, ``tags``, ``metadata`` (as :meth:`update`; each id once), all checked
+        first (a bad one named ``updates[3].tags``, a missing id :class:`MemoryNotFoundError`:
+        then nothing changes). Only changed texts are re-embedded; the new memories return."""
         return self._writing.update_many(updates)
 
     def delete(
@@ -199,9 +202,8 @@ class HybridMemory:
         return self._reading.get_many(ids)
 
     def existing(self, ids: str | Sequence[str]) -> set[str]:
-        """Which of ``ids`` name a stored memory (of this store or namespace): the
-        others are simply left out, nothing is raised for them. Answered by the
-        collection, so another process's write counts at once."""
+        """Which of ``ids`` name a stored memory (of this store or namespace), the others
+        left out; answered by the collection, so another process's write counts at once."""
         return self._reading.existing(ids)
 
     def count(self, filter: Mapping[str, Any] | None = None) -> int:
@@ -233,9 +235,8 @@ class HybridMemory:
 
     def stats(self) -> StoreStats:
         """How many memories there are, how many the keyword index holds, how many tags,
-        where the store lives and what embeds it (of this namespace, for a namespace
-        view). See :class:`StoreStats`; it holds local paths and URLs, so format it
-        before showing it to anyone else."""
+        where the store lives and what embeds it (of this namespace, for a view): a
+        :class:`StoreStats`, holding local paths and URLs (format it before sharing it)."""
         return self._reading.stats()
 
     @property
@@ -244,7 +245,7 @@ class HybridMemory:
         for the store itself, ``("alice",)`` for ``memory.namespace("alice")``."""
         return self._parts.namespace_path
 
-    def namespace(self, name: str) -> HybridMemory:
+    def namespace(self, name: str, *, create: bool = True) -> HybridMemory:
         """A view of this store holding only the memories of namespace ``name`` (any
         non-empty string), with its own keyword index and tag set (same client, embedding
         and settings). Nothing crosses between namespaces, or between a namespace and the
@@ -254,9 +255,10 @@ class HybridMemory:
         The view is opened on first use and kept: asking again for the same name is
         cheap and shares it. Like views made by :meth:`with_settings`, its :meth:`close`
         does nothing: closing the store closes every namespace opened from it (how they
-        are stored: docs/concepts/namespaces.md).
+        are stored: docs/concepts/namespaces.md). With ``create=False``, only one that
+        :meth:`namespaces` lists: else :class:`StoreNotFoundError`, and nothing is created.
         """
-        return _view(self, *namespace_view(self.settings, self._handle, name))
+        return _view(self, *namespace_view(self.settings, self._handle, name, create))
 
     def namespaces(self) -> list[str]:
         """The names of the namespaces directly under this store (or view), sorted:
@@ -328,6 +330,7 @@ class HybridMemory:
         dropped), and those of every namespace opened from this store. Views made by
         :meth:`with_settings` and :meth:`namespace` close nothing: the store owns them."""
         if self._owner:  # closing twice does nothing
+            stop_serving(self, self._read_service)
             self._parts.close()
 
     def __enter__(self) -> HybridMemory:

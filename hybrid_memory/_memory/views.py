@@ -5,9 +5,11 @@ on parts, which the store and its views wrap."""
 
 from __future__ import annotations
 
+import contextlib
 from os import PathLike
 from typing import Any
 
+from hybrid_memory._memory.existing import existing_store, missing_namespace
 from hybrid_memory._memory.parts import NamespaceHandle, StoreHandle, StoreParts
 from hybrid_memory._model.errors import InvalidInputError
 from hybrid_memory._model.namespaces import valid_namespace
@@ -22,6 +24,7 @@ def open_store(
     embedding: Any,
     embedding_name: str | None,
     settings: HybridMemorySettings | None,
+    create: bool,
     overrides: dict[str, Any],
 ) -> tuple[HybridMemorySettings, StoreHandle | NamespaceHandle]:
     """The settings and the parts of a store opened as ``HybridMemory(...)`` was asked,
@@ -36,7 +39,10 @@ def open_store(
     if collection is not None:
         overrides["collection"] = collection
     loaded = load_settings(settings, **overrides)
-    parts = StoreParts(loaded, client, embedding, embedding_name)
+    if not isinstance(create, bool):
+        raise InvalidInputError("create", f"expected True or False, got {create!r}")
+    with existing_store(loaded, client) if not create else contextlib.nullcontext():
+        parts = StoreParts(loaded, client, embedding, embedding_name)
     # On open, compare ids too: an add and a delete made behind the index's back
     # (a crash, another tool) can leave the counts equal. An index kept in a cache
     # for a server store does that in the background: the ids of a large store
@@ -50,11 +56,20 @@ def open_store(
 
 
 def namespace_view(
-    settings: HybridMemorySettings, handle: StoreHandle | NamespaceHandle, name: str
+    settings: HybridMemorySettings,
+    handle: StoreHandle | NamespaceHandle,
+    name: str,
+    create: bool = True,
 ) -> tuple[HybridMemorySettings, NamespaceHandle]:
     """The settings and the handle of namespace ``name`` of a store or view, its parts
-    opened (the namespace's index checked against its share) on first use."""
-    namespace = NamespaceHandle(handle, valid_namespace(name))
+    opened (the namespace's index checked against its share) on first use; with
+    ``create=False``, only of a namespace that exists."""
+    name = valid_namespace(name)
+    if not create:
+        names = handle.parts().namespace_names()
+        if name not in names:
+            raise missing_namespace(name, names, handle.parts().namespace_path)
+    namespace = NamespaceHandle(handle, name)
     parts = namespace.parts()
     # A copy, not a new validation (which re-reads the environment): both values were
     # validated when the namespace's parts were built from them.

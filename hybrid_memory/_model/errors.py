@@ -7,7 +7,8 @@ HybridMemoryError
 ├── EmbeddingError                         the embedding model failed or is unavailable
 │   └── EmbeddingMismatchError             the store was built with another model / dimension
 ├── StoreError                             Chroma or the keyword index failed underneath
-│   └── IndexFileError                     the keyword index's file cannot be used; says what to do
+│   ├── IndexFileError                     the keyword index's file cannot be used; says what to do
+│   └── StoreNotFoundError (also LookupError)  opened with create=False: no such store or namespace
 └── MissingDependencyError (ImportError)   an optional package is needed; says what to install
 """
 
@@ -87,6 +88,15 @@ class EmbeddingMismatchError(EmbeddingError):
 
 class StoreError(HybridMemoryError):
     """The vector store or the keyword index failed."""
+
+
+class StoreNotFoundError(StoreError, LookupError):
+    """The store or namespace a call opened with ``create=False`` does not exist: nothing
+    was created. ``where`` names it (a path, a collection, a namespace)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        super().__init__(message)
 
 
 #: The name this library is installed by (``pip install hybrid-agent-memory``); the import

@@ -2,7 +2,8 @@
 other processes' Chroma requests on the owner's embedded client.
 
 One thread accepts connections; each connection gets a thread that answers its requests
-one at a time. Only the operations a store makes are served. See
+one at a time. Only the operations a store makes are served, and the reads a command
+line asks of the stores open here (:mod:`hybrid_memory._shared_path.reads`). See
 :mod:`hybrid_memory._shared_path.ownership` for the election and why every request may be repeated.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from hybrid_memory._model.errors import HybridMemoryError
 from hybrid_memory._shared_path.link import write_address
+from hybrid_memory._shared_path.reads import SERVE_READ, serve
 
 # How often an idle connection handler of the owner checks whether it is closing.
 _IDLE_CHECK = 0.25
@@ -95,6 +97,7 @@ class _Server:
         note_write: Callable[[], None],
         wrote: Callable[[], None] = lambda: None,
     ) -> None:
+        self._path = path
         self._dispatch = dispatch
         self._note_write = note_write  # told before each write request is run
         self._wrote = wrote  # and once it was run (applied or failed)
@@ -168,6 +171,8 @@ class _Server:
     def _answer(self, request: Any) -> tuple[str, Any]:
         try:
             target, operation, kwargs = request
+            if operation == SERVE_READ:  # a command line's read (see _shared_path.reads)
+                return ("ok", serve(self._path, kwargs))
             return ("ok", self._dispatch(target, operation, dict(kwargs)))
         except HybridMemoryError as exc:
             return ("error", str(exc))

@@ -1,7 +1,10 @@
 """The store commands' parts that need no store: the parser, ``--meta``, ``--embedding``,
-the tables, and the memory browser named as a plugin."""
+the tables, the memory browser named as a plugin, and a start that loads nothing heavy."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
@@ -44,6 +47,25 @@ def test_a_store_command_is_not_handed_to_a_plugin_of_the_same_name(
     assert "unrecognized arguments" in capsys.readouterr().err
     assert cli.main(["list"]) == 2
     assert "give --path DIR or --url URL" in capsys.readouterr().err
+
+
+def test_the_package_and_the_parser_load_nothing_heavy() -> None:
+    """``import hybrid_memory`` and the command's parser (what ``--help`` and a read
+    answered by a path's owner run) load neither Chroma, numpy, pydantic, a model's runtime
+    nor the store's own module; naming a public name loads it then."""
+    code = (
+        "import sys, hybrid_memory\n"
+        "from hybrid_memory.cli import build_parser\n"
+        "build_parser(['ui']).format_help()\n"
+        "heavy = ('chromadb', 'numpy', 'pydantic', 'onnxruntime', 'hybrid_memory._memory.memory')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "hybrid_memory.HybridMemory\n"
+        "print('hybrid_memory._memory.memory' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stdout
 
 
 def test_meta_pairs_are_text_or_json() -> None:

@@ -21,6 +21,9 @@ EXAMPLES: dict[str, HybridMemoryError] = {
     "EmbeddingError": hybrid_memory.EmbeddingError("the model is unavailable"),
     "EmbeddingMismatchError": hybrid_memory.EmbeddingMismatchError("dimension 384, not 64"),
     "StoreError": hybrid_memory.StoreError("Chroma get failed: refused"),
+    "StoreNotFoundError": hybrid_memory.StoreNotFoundError(
+        "/tmp/typo", "no store at /tmp/typo: no such directory (nothing was created)"
+    ),
     "IndexFileError": hybrid_memory.IndexFileError(
         "/tmp/index.sqlite3", "is a directory", "remove it"
     ),

@@ -41,7 +41,7 @@ def test_public_classes_are_exported() -> None:
     exported = set(hybrid_memory.__all__)
     # every error class and the public result types are reachable from the package
     assert set(ERRORS) <= exported
-    assert len(ERRORS) == 9
+    assert len(ERRORS) == 10
     assert {"HybridMemory", "HybridMemorySettings", "Hit", "Memory", "SearchResult"} <= exported
 
 

@@ -35,11 +35,15 @@ def build_parser(prog: str = "hybrid-memory ui") -> argparse.ArgumentParser:
     where.add_argument("--path", help="the store's directory (default: HYBRID_MEMORY_PATH)")
     where.add_argument("--url", help="a Chroma server holding the store (http://host:8000)")
     parser.add_argument("--collection", help="the Chroma collection (default hybrid_memory)")
-    parser.add_argument("--namespace", help="show only this namespace of the store")
+    parser.add_argument(
+        "--namespace", help="show only this namespace of the store (one that exists)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8777, help="port (default 8777; 0: any free)")
     parser.add_argument(
-        "--read-only", action="store_true", help="offer no edit, delete or import; refuse writes"
+        "--read-only",
+        action="store_true",
+        help="offer no edit, delete or import; refuse writes (the store must exist)",
     )
     parser.add_argument(
         "--allowed-host",
@@ -78,7 +82,8 @@ def load_embedding(spec: str) -> Any:
 
 
 def open_memory(args: argparse.Namespace) -> tuple[HybridMemory, HybridMemory]:
-    """The store, and the view the page shows (the store, or its ``--namespace``)."""
+    """The store, and the view the page shows (the store, or its ``--namespace``, which
+    must exist). With ``--read-only``, the store must exist too."""
     options: dict[str, Any] = {}
     if args.url:
         options["url"] = args.url
@@ -89,9 +94,12 @@ def open_memory(args: argparse.Namespace) -> tuple[HybridMemory, HybridMemory]:
     if args.embedding:
         options["embedding"] = load_embedding(args.embedding)
         options["embedding_name"] = args.embedding_name
-    root = HybridMemory(**options)
+    # A page that may not write opens only a store that exists; a namespace is never made
+    # by starting the page (a typo would leave an empty one behind).
+    root = HybridMemory(**options, create=not args.read_only)
     try:
-        return root, (root.namespace(args.namespace) if args.namespace else root)
+        view = root.namespace(args.namespace, create=False) if args.namespace else root
+        return root, view
     except BaseException:
         root.close()
         raise
@@ -114,7 +122,7 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "hybrid-memory ui") ->
     except (UnsafeConfigError, InvalidInputError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    except HybridMemoryError as exc:
+    except HybridMemoryError as exc:  # StoreNotFoundError included: exit 1, nothing made
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     if memory.settings.path is None and memory.settings.url is None:

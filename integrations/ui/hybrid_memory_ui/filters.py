@@ -33,6 +33,40 @@ class FilterError(ValueError):
     """A filter the page cannot apply; the message names the field."""
 
 
+def namespace_path(ns: str) -> tuple[str, ...]:
+    """The namespace path a page's ``ns`` parameter names: ``""`` the store itself,
+    ``"team"`` its namespace ``team``, ``'["team", "alice"]'`` (a JSON list) namespace
+    ``alice`` inside ``team``."""
+    if not ns:
+        return ()
+    if not ns.startswith("["):
+        return (ns,)
+    try:
+        names = json.loads(ns)
+    except ValueError:
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise FilterError(f"ns: expected a namespace name or a JSON list of names, got {ns!r}")
+    return tuple(names)
+
+
+def namespace_param(path: tuple[str, ...]) -> str:
+    """The ``ns`` parameter naming ``path`` (the inverse of :func:`namespace_path`)."""
+    if not path:
+        return ""
+    if len(path) == 1 and not path[0].startswith("["):
+        return path[0]
+    return json.dumps(list(path), ensure_ascii=False)
+
+
+def namespace_label(ns: str) -> str:
+    """``team / alice``: a namespace path as people read it."""
+    try:
+        return " / ".join(namespace_path(ns))
+    except FilterError:
+        return ns
+
+
 @dataclass(frozen=True)
 class PageFilter:
     """What a browse or search page is narrowed to, as the query string gave it."""
@@ -46,10 +80,30 @@ class PageFilter:
     after: datetime | None = None
     before: datetime | None = None
     where: dict[str, Any] | None = None
+    #: The time the relative parts ("7d", "last week") were read against: a bulk change
+    #: confirmed later reads them against the same time, so it acts on what was shown.
+    now: datetime | None = None
+    #: False for the filter of a query string the page could not read (kept as typed,
+    #: to show it again; it matches nothing and offers no change).
+    valid: bool = True
 
     @property
     def active(self) -> bool:
         return bool(self.tags or self.when or self.key)
+
+    @classmethod
+    def as_typed(cls, params: Mapping[str, str]) -> PageFilter:
+        """The filter of a query string the page could not read, as the person typed
+        it: shown again in the form, applied to nothing."""
+        return cls(
+            tags=split_tags(params.get("tags", "")),
+            tag_mode=params.get("tag_mode", "any") or "any",
+            when=params.get("when", "").strip(),
+            key=params.get("field", "").strip(),
+            value=params.get("value", ""),
+            namespace=params.get("ns", "").strip(),
+            valid=False,
+        )
 
     def with_time(self) -> dict[str, Any] | None:
         """``where`` with the time window joined in (for listing and counting; a search
@@ -67,7 +121,7 @@ class PageFilter:
         """The query-string parameters that give this filter again (empty ones left out)."""
         given = {
             "tags": ", ".join(self.tags),
-            "tag_mode": self.tag_mode if self.tags and self.tag_mode != "any" else "",
+            "tag_mode": self.tag_mode if self.tag_mode != "any" else "",
             "when": self.when,
             "field": self.key,
             "value": self.value if self.key else "",
@@ -113,6 +167,8 @@ def tag_condition(tags: tuple[str, ...], mode: str) -> dict[str, Any] | None:
 def parse_filter(params: Mapping[str, str], now: datetime, read_phrase: PhraseReader) -> PageFilter:
     """The filter a page's query string names; :class:`FilterError` for one it cannot
     apply (an unknown tag mode, a time phrase not understood)."""
+    namespace = params.get("ns", "").strip()
+    namespace_path(namespace)  # a malformed one is named here
     tags = split_tags(params.get("tags", ""))
     mode = params.get("tag_mode", "any") or "any"
     if mode not in TAG_MODES:
@@ -147,8 +203,9 @@ def parse_filter(params: Mapping[str, str], now: datetime, read_phrase: PhraseRe
         when=when,
         key=name,
         value=value,
-        namespace=params.get("ns", "").strip(),
+        namespace=namespace,
         after=after,
         before=before,
         where=where,
+        now=now,
     )

@@ -1,15 +1,19 @@
 """The pages that only read: browse (and search, at the same address), one memory,
-stats, the export/import page, the live-update poll and the login form."""
+stats, the tags, the export/import page, the live-update poll and the login form. None
+of them changes the store or creates anything in it (a namespace that does not exist is
+an error, never a new one)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from hybrid_memory import HybridMemoryError, MemoryNotFoundError
+from hybrid_memory import HybridMemoryError, MemoryNotFoundError, StoreNotFoundError
 from hybrid_memory_ui import charts
 from hybrid_memory_ui.filters import (
     TAG_MODES,
@@ -22,18 +26,25 @@ from hybrid_memory_ui.filters import (
 from hybrid_memory_ui.highlight import highlight
 from hybrid_memory_ui.render import Page, page_of
 from hybrid_memory_ui.rows import hit_rows, memory_rows
-from hybrid_memory_ui.stats import figures
+from hybrid_memory_ui.stats import figures, tag_counts
 from hybrid_memory_ui.store import LEG_MODES, Changes, utc_now
 
 #: Messages a write's redirect may ask the next page to show (only these: a message in
 #: the address cannot put words of an attacker's choosing on the page).
 DONE_MESSAGES = {
     "saved": "Saved.",
-    "deleted": "Deleted {n} memory.",
-    "bulk-deleted": "Deleted {n} memories.",
-    "retagged": "Re-tagged {n} memories.",
+    "added": "Added.",
+    "duplicate": "That memory was already stored: here it is.",
+    "deleted": "Deleted {n} {memories}.",
+    "bulk-deleted": "Deleted {n} {memories}.",
+    "retagged": "Re-tagged {n} {memories}.",
 }
 SEARCH_SIZES = (10, 20, 50)
+#: Related memories below this relevance are left out (docs/concepts/scores.md: a
+#: threshold that means the same in every store).
+RELATED_MIN_SCORE = 0.3
+#: The tags page counts at most this many tags (alphabetically first), one count each.
+TAGS_COUNTED = 1000
 
 
 def _int(
@@ -51,7 +62,16 @@ def done_message(params: Mapping[str, str]) -> str | None:
     if template is None:
         return None
     n = _int(params, "n", 0, range(0, 10**9))
-    return template.format(n=n)
+    return template.format(n=n, memories="memory" if n == 1 else "memories")
+
+
+def reference_time(params: Mapping[str, str]) -> datetime:
+    """The time a filter's relative parts are read against: the ``at`` a bulk form
+    carries (the time its page was drawn), else now."""
+    try:
+        return datetime.fromtimestamp(float(params["at"]), timezone.utc)
+    except (KeyError, ValueError, OverflowError, OSError):
+        return utc_now()
 
 
 def read_filter(request: Request, params: Mapping[str, str] | None = None) -> PageFilter:
@@ -59,13 +79,28 @@ def read_filter(request: Request, params: Mapping[str, str] | None = None) -> Pa
     store = page_of(request).store
     given = request.query_params if params is None else params
     namespace = given.get("ns", "").strip()
-    now = utc_now()
+    now = reference_time(given)
     return parse_filter(given, now, lambda phrase: store.read_phrase(namespace, phrase, now))
 
 
-def _filter_context(request: Request) -> dict[str, Any]:
+def here(request: Request) -> str:
+    """This page's address (path and query, without the partial-page switch): where a
+    memory's page leads back to."""
+    params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("part", "done")]
+    return request.url.path + (f"?{urlencode(params)}" if params else "")
+
+
+def safe_target(target: str) -> str:
+    """A path on this server to go to (after logging in, back from a memory): never
+    another site."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def _filter_context(request: Request, ns: str) -> dict[str, Any]:
     return {
-        "namespaces": page_of(request).store.namespaces(),
+        "namespaces": page_of(request).store.namespace_choices(ns),
         "presets": TIME_PRESETS,
         "phrases": TIME_PHRASES,
         "tag_modes": TAG_MODES,
@@ -79,42 +114,52 @@ def home(request: Request) -> Response:
     query = params.get("q", "").strip()
     part = params.get("part") == "list"
     context: dict[str, Any] = {"q": query, "done": done_message(params), "error": None}
+    status = 200
     try:
         chosen = read_filter(request)
+        view = page.store.view(chosen.namespace)
     except (FilterError, HybridMemoryError) as exc:
-        chosen, context["error"] = PageFilter(namespace=params.get("ns", "")), str(exc)
+        # Shown again as typed, matching nothing: no list, and no change offered.
+        chosen, context["error"] = PageFilter.as_typed(params), str(exc)
+        view = None
+        status = 404 if isinstance(exc, StoreNotFoundError) else 400
     context["filter"] = chosen
-    view = page.store.view(chosen.namespace)
+    context["back"] = here(request)
     if not part:
-        context.update(_filter_context(request))
+        context.update(_filter_context(request, chosen.namespace))
     if query:
-        context["changes"] = page.store.changes_now(chosen.namespace)
-        return _search(request, page, query, chosen, context, part)
+        if view is not None:
+            context["changes"] = page.store.changes_now(chosen.namespace)
+        return _search(request, page, query, chosen, context, part, status)
     size = _int(params, "size", 50, page.config.page_sizes)
     number = _int(params, "page", 1, range(1, 10**9))
     where = chosen.with_time()
     memories: list[Any] = []
     total = 0
-    if context["error"] is None:
+    if view is not None:
         try:
             total = page.store.count(view, where)
+            number = min(number, max(1, -(-total // size)))  # past the last page: the last
             memories = view.list_memories(
                 where, limit=size, offset=(number - 1) * size, newest_first=True
             )
         except HybridMemoryError as exc:
             context["error"] = str(exc)
-    unfiltered = where is None and context["error"] is None
-    context["changes"] = page.store.changes_now(chosen.namespace, total if unfiltered else None)
-    pages_total = max(1, -(-total // size))
+    if view is not None and context["error"] is None:
+        unfiltered = where is None
+        context["changes"] = page.store.changes_now(chosen.namespace, total if unfiltered else None)
     context.update(
         memories=memories,
-        rows=memory_rows(memories, chosen.namespace, not page.config.read_only),
+        rows=memory_rows(
+            memories, chosen.namespace, not page.config.read_only, back=context["back"]
+        ),
         total=total,
         size=size,
         number=number,
-        pages_total=pages_total,
+        pages_total=max(1, -(-total // size)),
+        offer_changes=context["error"] is None and not page.config.read_only,
     )
-    return page.render(request, "_list.html" if part else "browse.html", **context)
+    return page.render(request, "_list.html" if part else "browse.html", status, **context)
 
 
 def _search(
@@ -124,23 +169,37 @@ def _search(
     chosen: PageFilter,
     context: dict[str, Any],
     part: bool,
+    status: int,
 ) -> Response:
     params = request.query_params
     leg = params.get("leg", "fused")
     leg = leg if leg in LEG_MODES else "fused"
     k = _int(params, "k", 20, SEARCH_SIZES)
+    read_time = params.get("time") != "off"
     result = None
     if context["error"] is None:
         try:
-            result = page.store.search(query, chosen, leg=leg, k=k)
+            result = page.store.search(query, chosen, leg=leg, k=k, read_time=read_time)
         except HybridMemoryError as exc:
             context["error"] = str(exc)
     hits = list(result or [])
     matched = list(result.matched_tags) if result is not None else []
     texts = [highlight(hit.text, query) for hit in hits]
-    context["rows"] = hit_rows(hits, texts, matched, chosen.namespace)
-    context.update(result=result, hits=hits, leg=leg, legs=LEG_MODES, k=k, sizes=SEARCH_SIZES)
-    return page.render(request, "_hits.html" if part else "search.html", **context)
+    selectable = not page.config.read_only and context["error"] is None
+    context["rows"] = hit_rows(
+        hits, texts, matched, chosen.namespace, selectable=selectable, back=context["back"]
+    )
+    context.update(
+        result=result,
+        hits=hits,
+        leg=leg,
+        legs=LEG_MODES,
+        k=k,
+        sizes=SEARCH_SIZES,
+        read_time=read_time,
+        offer_changes=selectable and bool(hits),
+    )
+    return page.render(request, "_hits.html" if part else "search.html", status, **context)
 
 
 def changes(request: Request) -> Response:
@@ -165,25 +224,52 @@ def changes(request: Request) -> Response:
 def memory_page(request: Request) -> Response:
     """``/memory?id=...``: one memory, its related memories, and its edit form."""
     page = page_of(request)
-    memory_id = request.query_params.get("id", "")
-    namespace = request.query_params.get("ns", "")
-    view = page.store.view(namespace)
+    params = request.query_params
+    memory_id = params.get("id", "").strip()
+    namespace = params.get("ns", "")
+    back = safe_target(params.get("back", "/"))
+    if not memory_id:
+        return page.render(
+            request,
+            "missing.html",
+            status=404,
+            memory_id="",
+            problem="no memory chosen: open one from the list",
+            back=back,
+        )
     try:
+        view = page.store.view(namespace)
         memory = view.get(memory_id)
     except MemoryNotFoundError:
-        return page.render(request, "missing.html", status=404, memory_id=memory_id, ns=namespace)
+        return page.render(
+            request, "missing.html", status=404, memory_id=memory_id, ns=namespace, back=back
+        )
     except HybridMemoryError as exc:
-        return page.render(request, "missing.html", status=400, memory_id=memory_id, error=str(exc))
-    related = view.related(memory.id, k=10)
+        status = 404 if isinstance(exc, StoreNotFoundError) else 400
+        return page.render(
+            request,
+            "missing.html",
+            status=status,
+            memory_id=memory_id,
+            problem=str(exc).replace("ids[0]", "id"),
+            back=back,
+        )
     return page.render(
         request,
         "memory.html",
         memory=memory,
-        related=related,
-        done=done_message(request.query_params),
+        related=related_memories(view, memory.id),
+        related_min=RELATED_MIN_SCORE,
+        done=done_message(params),
         error=None,
         form=None,
+        back=back,
     )
+
+
+def related_memories(view: Any, memory_id: str) -> list[Any]:
+    """The memories related to this one that score at least :data:`RELATED_MIN_SCORE`."""
+    return [hit for hit in view.related(memory_id, k=10) if hit.score >= RELATED_MIN_SCORE]
 
 
 def delete_page(request: Request) -> Response:
@@ -191,18 +277,20 @@ def delete_page(request: Request) -> Response:
     page = page_of(request)
     memory_id = request.query_params.get("id", "")
     namespace = request.query_params.get("ns", "")
+    back = safe_target(request.query_params.get("back", "/"))
     try:
         memory = page.store.view(namespace).get(memory_id)
     except HybridMemoryError:
-        return page.render(request, "missing.html", status=404, memory_id=memory_id)
-    return page.render(request, "delete.html", memory=memory)
+        return page.render(request, "missing.html", status=404, memory_id=memory_id, back=back)
+    return page.render(request, "delete.html", memory=memory, back=back)
 
 
 def stats_page(request: Request) -> Response:
     page = page_of(request)
     namespace = request.query_params.get("ns", "")
     view = page.store.view(namespace)
-    found = figures(view, page.store.namespaces() if not namespace else [])
+    children = page.store.children_params(namespace)
+    found = figures(view, children)
     line = found.timeline
     return page.render(
         request,
@@ -216,28 +304,51 @@ def stats_page(request: Request) -> Response:
             [t for t, _ in found.top_tags],
             [c for _, c in found.top_tags],
             title="tags by number of memories",
+            links=[
+                f"/?{urlencode({'tags': t, 'ns': namespace} if namespace else {'tags': t})}"
+                for t, _ in found.top_tags
+            ],
         ),
         namespace_chart=charts.bar_chart(
-            [n for n, _ in found.namespaces],
-            [c for _, c in found.namespaces],
+            [label for _, label, _ in found.namespaces],
+            [c for _, _, c in found.namespaces],
             title="memories per namespace",
         ),
     )
 
 
+def tags_page(request: Request) -> Response:
+    """``/tags``: every tag with how many memories carry it, and the form that renames,
+    merges or removes tags (after a preview)."""
+    page = page_of(request)
+    params = request.query_params
+    namespace = params.get("ns", "")
+    view = page.store.view(namespace)
+    counted = tag_counts(view, TAGS_COUNTED)
+    return page.render(
+        request,
+        "tags.html",
+        counted=counted,
+        total=len(view.tags()),
+        done=done_message(params),
+        error=None,
+    )
+
+
 def transfer_page(request: Request) -> Response:
     page = page_of(request)
-    view = page.store.view(request.query_params.get("ns", ""))
-    return page.render(request, "transfer.html", count=view.count(), report=None, error=None)
+    namespace = request.query_params.get("ns", "")
+    view = page.store.view(namespace)
+    return page.render(
+        request,
+        "transfer.html",
+        exported=page.store.export_count(view),
+        report=None,
+        error=None,
+        preview=None,
+    )
 
 
 def login_form(request: Request) -> Response:
     target = request.query_params.get("next", "/")
     return page_of(request).render(request, "login.html", target=safe_target(target), error=None)
-
-
-def safe_target(target: str) -> str:
-    """A path on this server to go to after logging in (never another site)."""
-    if not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target

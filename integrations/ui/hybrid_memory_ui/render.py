@@ -15,7 +15,9 @@ from starlette.responses import HTMLResponse
 
 from hybrid_memory import HybridMemory
 from hybrid_memory_ui.config import UIConfig
+from hybrid_memory_ui.filters import namespace_label
 from hybrid_memory_ui.store import PageStore
+from hybrid_memory_ui.uploads import UploadStash
 
 STATIC = Path(__file__).parent / "static"
 #: The vendored htmx (unmodified, from the npm package htmx.org) and its licence.
@@ -48,6 +50,7 @@ def templates() -> Environment:
     )
     env.filters["time"] = format_time
     env.filters["value"] = format_value
+    env.filters["nslabel"] = namespace_label
     env.globals["htmx"] = HTMX
     env.globals["qs"] = query_string
     return env
@@ -60,6 +63,7 @@ class Page:
         self.store = PageStore(memory)
         self.config = config
         self.env = templates()
+        self.uploads = UploadStash()  # imports waiting for their confirmation
 
     def render(
         self, request: Request, name: str, status: int = 200, **context: Any

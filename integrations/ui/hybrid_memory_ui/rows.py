@@ -31,21 +31,26 @@ def _chips(tags: Iterable[str], metadata: Mapping[str, Any], ns: str, matched: s
     return "".join(parts)
 
 
-def memory_rows(memories: Sequence[Memory], ns: str, selectable: bool) -> Markup:
+def _box(memory_id: str) -> str:
+    """A memory's checkbox, for the bulk form of the page."""
+    value = escape(memory_id)
+    return (
+        f'<input type="checkbox" name="ids" value="{value}" form="bulk-form" '
+        f'aria-label="select {value}">'
+    )
+
+
+def memory_rows(memories: Sequence[Memory], ns: str, selectable: bool, *, back: str = "") -> Markup:
     """The browse page's rows: a checkbox (for bulk changes), the text, time, tags and
-    metadata of each memory."""
+    metadata of each memory; each links to the memory's page, which leads ``back``."""
     out = []
     for m in memories:
         memory_id = escape(m.id)
-        box = (
-            f'<input type="checkbox" name="ids" value="{memory_id}" form="bulk-form" '
-            f'aria-label="select {memory_id}">'
-            if selectable
-            else ""
-        )
+        box = _box(m.id) if selectable else ""
         out.append(
             f'<li class="memory" data-id="{memory_id}">{box}<div class="body">'
-            f'<a class="text" href="{_link("/memory", id=m.id, ns=ns)}">{escape(m.text)}</a>'
+            f'<a class="text" href="{_link("/memory", id=m.id, ns=ns, back=back)}">'
+            f"{escape(m.text)}</a>"
             f'<div class="meta"><time>{format_time(m.created_at)}</time>'
             f"{_chips(m.tags, m.metadata, ns, set())}</div></div></li>"
         )
@@ -59,14 +64,22 @@ def _leg(hit: Hit, leg: str, label: str, score: str) -> str:
 
 
 def hit_rows(
-    hits: Sequence[Hit], texts: Sequence[Markup], matched: Sequence[str], ns: str
+    hits: Sequence[Hit],
+    texts: Sequence[Markup],
+    matched: Sequence[str],
+    ns: str,
+    *,
+    selectable: bool = False,
+    back: str = "",
 ) -> Markup:
-    """The search page's rows: position, relevance, the highlighted text, and *why*:
-    each leg's rank and raw score, the matched tags, the fused score."""
+    """The search page's rows: a checkbox (for bulk changes), position, relevance, the
+    highlighted text, and *why*: each leg's rank and raw score, the matched tags, the
+    fused score."""
     wanted = set(matched)
     out = []
     for position, (hit, text) in enumerate(zip(hits, texts, strict=True), start=1):
         found = [t for t in hit.tags if t in wanted]
+        link = _link("/memory", id=hit.id, ns=ns, back=back)
         scores = hit.scores
         vector = f"cos {scores['vector']:.3f}" if "vector" in scores else ""
         keyword = f"BM25 {scores['keyword']:.2f}" if "keyword" in scores else ""
@@ -74,11 +87,11 @@ def hit_rows(
             f": {escape(', '.join(found))}" if found else ""
         )
         out.append(
-            f'<li class="hit" data-id="{escape(hit.id)}">'
+            f'<li class="hit" data-id="{escape(hit.id)}">{_box(hit.id) if selectable else ""}'
             f'<div class="score" title="relevance in [0, 1]"><span class="pos">#{position}</span>'
             f'<meter min="0" max="1" value="{hit.score:.3f}"></meter>'
             f'<span class="relevance">{hit.score:.2f}</span></div>'
-            f'<div class="body"><a class="text" href="{_link("/memory", id=hit.id, ns=ns)}">'
+            f'<div class="body"><a class="text" href="{link}">'
             f"{text}</a>"
             f'<div class="meta"><time>{format_time(hit.memory.created_at)}</time>'
             f"{_chips(hit.tags, hit.metadata, ns, wanted)}</div>"

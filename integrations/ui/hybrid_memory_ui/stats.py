@@ -45,7 +45,8 @@ class StoreFigures:
     timeline: Timeline
     top_tags: list[tuple[str, int]]
     tags_counted: int
-    namespaces: list[tuple[str, int]]
+    #: The namespaces directly under the view: (page parameter, name, memories).
+    namespaces: list[tuple[str, str, int]]
     embedding: str
     oldest: datetime | None
     newest: datetime | None
@@ -90,7 +91,17 @@ def timeline(view: HybridMemory, oldest: datetime, newest: datetime) -> Timeline
     return Timeline(unit, labels, counts)
 
 
-def figures(view: HybridMemory, namespaces: list[str]) -> StoreFigures:
+def tag_counts(view: HybridMemory, limit: int = MAX_TAGS_COUNTED) -> list[tuple[str, int]]:
+    """The first ``limit`` tags (alphabetically) with how many memories carry each, the
+    most used first."""
+    counted = [(t, view.count({"tags": {"$contains": t}})) for t in view.tags()[:limit]]
+    counted.sort(key=lambda pair: (-pair[1], pair[0]))
+    return counted
+
+
+def figures(view: HybridMemory, namespaces: list[tuple[str, str]]) -> StoreFigures:
+    """The stats page's figures for ``view``; ``namespaces``: those directly under it,
+    as ``(page parameter, name)``."""
     count = view.count()
     oldest = newest = None
     first = view.list_memories(limit=1)
@@ -103,9 +114,8 @@ def figures(view: HybridMemory, namespaces: list[str]) -> StoreFigures:
         else Timeline("day", [], [])
     )
     names = view.tags()
-    counted = [(t, view.count({"tags": {"$contains": t}})) for t in names[:MAX_TAGS_COUNTED]]
-    counted.sort(key=lambda pair: (-pair[1], pair[0]))
-    spaces = [(name, view.namespace(name).count()) for name in namespaces]
+    counted = tag_counts(view)
+    spaces = [(param, name, view.namespace(name).count()) for param, name in namespaces]
     return StoreFigures(
         count=count,
         tags=len(names),

@@ -10,8 +10,10 @@ import argparse
 import random
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from _ui_support import REPO, chromium_browser, ui_server
 
@@ -101,6 +103,39 @@ def build_store(path: Path) -> str:
     return next(str(m["id"]) for m in items if str(m["text"]).startswith("Alice prefers dark"))
 
 
+def _add_and_select(page: Any) -> None:
+    page.click("details.add summary")
+    page.fill("details.add textarea[name=text]", "Standup moves to 9:45 from Monday")
+    page.fill("details.add input[name=tags]", "meetings, team")
+    page.check("input[data-select-all]")
+
+
+def _search_selected(page: Any) -> None:
+    for box in page.locator("li.hit input[name=ids]").all()[:3]:
+        box.check()
+    page.select_option("select[name=action]", "retag")
+    page.fill("input[name=add_tags]", "reviewed")
+
+
+def _preview(page: Any) -> None:
+    page.select_option("select[name=scope]", "matching")
+    page.click("button:has-text('Preview')")
+    page.wait_for_selector(".count")
+
+
+#: Each screenshot: the address, what is done there first, whether the whole page is shot.
+SHOTS: dict[str, tuple[str, Callable[[Any], None] | None, bool]] = {
+    "ui-browse.png": ("/", None, False),
+    "ui-search.png": ("/?q=what+theme+does+alice+like", None, False),
+    "ui-memory.png": ("/memory?id={shown}", None, False),
+    "ui-stats.png": ("/stats", None, True),
+    "ui-add.png": ("/?size=20", _add_and_select, False),
+    "ui-search-bulk.png": ("/?q=review+of+the+payments+api", _search_selected, False),
+    "ui-preview.png": ("/?tags=performance", _preview, True),
+    "ui-tags.png": ("/tags", None, False),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "images"))
@@ -111,16 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         with ui_server(folder, embedding=False) as server:
             for browser in chromium_browser():
                 page = browser.new_page(viewport={"width": 1180, "height": 860})
-                shots = {
-                    "ui-browse.png": "/",
-                    "ui-search.png": "/?q=what+theme+does+alice+like",
-                    "ui-memory.png": f"/memory?id={shown}",
-                    "ui-stats.png": "/stats",
-                }
-                for name, address in shots.items():
-                    page.goto(server.url + address)
+                for name, (address, action, whole) in SHOTS.items():
+                    page.goto(server.url + address.format(shown=shown))
                     page.wait_for_load_state("networkidle")
-                    page.screenshot(path=str(out / name), full_page=name == "ui-stats.png")
+                    if action is not None:
+                        action(page)
+                        page.wait_for_load_state("networkidle")
+                    page.screenshot(path=str(out / name), full_page=whole)
                     size = (out / name).stat().st_size
                     print(f"{out / name}: {size // 1024} KB")
     return 0

@@ -199,7 +199,7 @@ def test_a_page_opens_only_namespaces_that_exist(tmp_path: Path) -> None:
         assert shown.status_code == 200 and 'data-id="t1"' in shown.text
         for address in ("/?ns=junk", "/stats?ns=junk", "/export?ns=junk", "/memory?id=t1&ns=x"):
             refused = client.get(address)
-            assert refused.status_code == 400, address
+            assert refused.status_code == 404, address
             assert "no namespace" in refused.text
     reopened = open_store(tmp_path)
     try:

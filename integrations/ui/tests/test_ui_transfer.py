@@ -53,19 +53,25 @@ def test_export_then_import_into_another_store(tmp_path: Path, page: Any) -> Non
     with ui_server(target) as server:
         page.goto(server.url + "/transfer")
         page.set_input_files("input[name=file]", str(exported))
-        page.click("button:has-text('Import')")
-        report = page.locator("[data-added]")
+        page.click("button:has-text('Preview')")
+        # The preview: 25 new, none replaced; nothing is written before the Yes.
+        assert page.locator(".import-preview [data-added]").get_attribute("data-added") == "25"
+        assert page.locator(".import-preview .count").get_attribute("data-count") == "0"
+        assert set(stored(target)) == {"old"}
+        page.click("button:has-text('Yes, import 25')")
+        report = page.locator("p.done[data-added]")
         assert report.get_attribute("data-added") == "25"
         assert "unchanged 0" in report.inner_text()
         page.set_input_files("input[name=file]", str(exported))
-        page.click("button:has-text('Import')")
-        assert page.locator("[data-added]").get_attribute("data-added") == "0"
-        assert "unchanged 25" in page.locator("[data-added]").inner_text()
+        page.click("button:has-text('Preview')")
+        page.click("button:has-text('Yes, import 25')")
+        assert page.locator("p.done[data-added]").get_attribute("data-added") == "0"
+        assert "unchanged 25" in page.locator("p.done[data-added]").inner_text()
         # A file that is not an export is refused, with its line, and adds nothing.
         bad = tmp_path / "bad.jsonl"
         bad.write_text('{"not": "a memory"}\n')
         page.set_input_files("input[name=file]", str(bad))
-        page.click("button:has-text('Import')")
+        page.click("button:has-text('Preview')")
         assert "bad.jsonl" in page.locator(".error").inner_text()
         assert "line 1" in page.locator(".error").inner_text()
     after = stored(target)
