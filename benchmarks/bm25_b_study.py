@@ -47,13 +47,13 @@ from hybrid_memory_eval.report import per_query_scores
 from hybrid_memory_eval.runs import run_peer
 from hybrid_memory_eval.significance import paired_randomisation_test
 
+from benchmarks._porter import stem
 from benchmarks.fusion_study import DEPTH, Prepared
 from benchmarks.leg_weighting_study import compute_legs, group_of, load, order
 from benchmarks.lift_gating_study import lifted_rrf
 from benchmarks.vector_cache import CachedEmbedding
 from hybrid_memory.testing import (
     default_embedder,
-    index_term,
     keyword_bm25_b,
     keyword_leg,
     memory_lengths,
@@ -190,7 +190,7 @@ def long_memories(prep: Prepared, by_b: dict[float, dict[str, Hits]]) -> dict[st
     and the words per distinct word stem (verbosity: how often a memory repeats itself)
     of its memories against the rest's."""
     docs = prep.dataset.storable()
-    words = {d.id: [index_term(w) for w in text_words(d.text)] for d in docs}
+    words = {d.id: [stem(w.casefold()) for w in text_words(d.text)] for d in docs}
     cut = float(np.quantile([len(w) for w in words.values()], 0.75))
     long = {i for i, w in words.items() if len(w) > cut}
     judged = {d for q in prep.queries for d, g in prep.dataset.qrels.get(q.id, {}).items() if g > 0}

@@ -48,6 +48,7 @@ from hybrid_memory_eval.report import per_query_scores
 from hybrid_memory_eval.runs import run_peer
 from hybrid_memory_eval.significance import paired_randomisation_test
 
+from benchmarks._porter import stem
 from benchmarks.fusion_study import Prepared, QueryLegs
 from benchmarks.leg_weighting_study import Legs, compute_legs, group_of, load, order, weights
 from benchmarks.vector_cache import CachedEmbedding
@@ -55,7 +56,6 @@ from hybrid_memory import EmbeddingError
 from hybrid_memory.testing import (
     default_embedder,
     default_model_tokenizer_file,
-    index_term,
     keyword_bm25_b,
     query_words,
     reciprocal_rank_fusion,
@@ -97,7 +97,7 @@ def cut_fade(words: int, last_words: int) -> float:
 
 
 def _terms(text: str, drop_stopwords: bool) -> list[str]:
-    return [index_term(w) for w in query_words(text, drop_stopwords=drop_stopwords)]
+    return [stem(w.lower()) for w in query_words(text, drop_stopwords=drop_stopwords)]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,12 @@ from hybrid_memory._model.errors import (
 )
 from hybrid_memory._model.hosts import is_loopback
 from hybrid_memory._model.results import Hit, Memory, SearchResult, StoreStats, TimeWindow
-from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._model.write_outcomes import (
+    AddResult,
+    DeleteReport,
+    SimilarMemory,
+    WriteReport,
+)
 
 if TYPE_CHECKING:
     from hybrid_memory._memory.memory import HybridMemory
@@ -62,6 +67,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MissingDependencyError",
     "SearchResult",
+    "SimilarMemory",
     "StoreError",
     "StoreNotFoundError",
     "StoreStats",

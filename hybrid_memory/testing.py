@@ -26,7 +26,6 @@ from hybrid_memory._embedding.default_model import MiniLMEmbedder, SentenceTrans
 from hybrid_memory._embedding.model_files import find_model_files
 from hybrid_memory._keyword import bm25_scores, scoring_kernel
 from hybrid_memory._keyword.bm25 import _TOKEN, STOPWORDS, query_words
-from hybrid_memory._keyword.porter import stem
 from hybrid_memory._memory.memory import HybridMemory
 from hybrid_memory._model.filters import matches, parse_filter
 from hybrid_memory._model.namespaces import namespace_digest, partition_collection
@@ -54,7 +53,6 @@ __all__ = [
     "default_model",
     "default_model_tokenizer_file",
     "filter_matches",
-    "index_term",
     "keyword_bm25_b",
     "keyword_leg",
     "keyword_leg_path",
@@ -135,12 +133,6 @@ def text_words(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
-def index_term(word: str) -> str:
-    """The keyword index's term of one word under the default tokenizer (case folded,
-    Porter-stemmed as FTS5 stems)."""
-    return stem(word.casefold())
-
-
 @contextlib.contextmanager
 def keyword_bm25_b(b: float) -> Iterator[None]:
     """The keyword leg scores with BM25's ``b`` set to ``b`` inside the block (every store
@@ -191,10 +183,10 @@ def known_tags(memory: HybridMemory, text: str) -> tuple[str, ...]:
 def memory_lengths(memory: HybridMemory) -> npt.NDArray[np.float64]:
     """Each memory's length in the keyword index's terms (BM25's document length), in the
     index's order of rows."""
-    postings = memory._parts.index.keywords._ready_postings()
+    postings = memory._parts.index.keywords.keeper.ready()
     if postings is None:
         raise RuntimeError("the keyword index holds no postings (an empty store?)")
-    return np.asarray(postings._length[postings._live], dtype=np.float64)
+    return np.asarray(postings.length[postings.live], dtype=np.float64)
 
 
 def keyword_terms(memory: HybridMemory, words: Sequence[str]) -> list[tuple[str, ...]]:
@@ -209,7 +201,7 @@ def keyword_postings(
     and how often each holds it."""
     index = memory._parts.index
     with index._lock:
-        postings = index.keywords._ready_postings()
+        postings = index.keywords.keeper.ready()
         if postings is None:
             return
         rowids = sorted(int(r) for r in postings.live_rowids())

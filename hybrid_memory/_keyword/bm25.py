@@ -1,115 +1,40 @@
-"""BM25 keyword search over the derived index: query words, their FTS5 terms, and the
-ranking over in-memory postings kept in step with the SQLite tables.
+"""The keyword leg's ranking: BM25 over the index's postings, for the words of a question
+as the index's own tokenizer makes them.
 
-FTS5 ranks with Okapi BM25 (k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009) and stems
-with Porter by default. Ranking itself runs over :class:`~hybrid_memory._keyword.postings.Postings`,
-numpy arrays built from FTS5's own tokens on the first search and kept in step with
-every write (and with other connections' writes, see
-:class:`~hybrid_memory._keyword.index.KeywordIndex`): the same BM25 scores without
-a ``bm25()`` call per matching row. Query words that FTS5 reads as phrases (several
-tokens, as with the trigram tokenizer) are ranked by FTS5 itself, and so are the
-searches made while the postings of an index file opened with memories in it are built
-on a thread of their own (seconds at 50,000 memories: a new process answers at once).
-That thread also reads what another part asks for from the same snapshot
-(:class:`ReadBeside`: the tags' carriers), taken with the postings.
+Okapi BM25 as SQLite FTS5 computes it (k1 = 1.2, b = 0.75; Robertson & Zaragoza 2009,
+:mod:`~hybrid_memory._keyword.bm25_scores`), over numpy postings
+(:class:`~hybrid_memory._keyword.postings.Postings`, kept by
+:class:`~hybrid_memory._keyword.postings_keeper.PostingsKeeper`): the same scores as FTS5's
+``bm25()`` without a call per matching row. FTS5 ranks itself the words it reads as
+phrases (several tokens, as with the trigram tokenizer), and the searches made while the
+postings are being built.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
-import re
 import sqlite3
-import threading
-import unicodedata
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
 
-from hybrid_memory._keyword.file import IndexDamaged
-from hybrid_memory._keyword.porter import DEFAULT_TOKENIZER, plain_term
-from hybrid_memory._keyword.postings import (
-    FloatArray,
-    IntArray,
-    Postings,
-    parse_tokens,
-    tokens_sql,
-)
-from hybrid_memory._keyword.reads import IndexReads, MemoryIds
-from hybrid_memory._keyword.writes import Batch, fts_text, take_new_tokens
+from hybrid_memory._keyword.damage import IndexDamaged
+from hybrid_memory._keyword.memory_ids import MemoryIds
+from hybrid_memory._keyword.numpy_top import holding_all, holding_each
+from hybrid_memory._keyword.postings import FloatArray, IntArray, Postings
+from hybrid_memory._keyword.postings_file import PostingsFileError
+from hybrid_memory._keyword.postings_keeper import PostingsKeeper, ReadBeside
+
+# Where the search, the legs and the studies have imported a question's words from.
+from hybrid_memory._keyword.query_words import _TOKEN as _TOKEN
+from hybrid_memory._keyword.query_words import STOPWORDS as STOPWORDS
+from hybrid_memory._keyword.query_words import match_expression as match_expression
+from hybrid_memory._keyword.query_words import query_words as query_words
+from hybrid_memory._keyword.reads import IndexReads
 from hybrid_memory._model.filters import Node, to_sql
-from hybrid_memory._process.exit import join_at_exit
 
 _KEPT_WORDS = 50_000  # query words whose FTS5 terms are remembered
-_NAMING_PAGE = 50_000  # rows whose ids are read at a time when postings are built
-
-# Dropped from keyword *queries* only: they match most memories and drown the terms
-# that carry the question. Memories keep them, so phrase-like evidence survives.
-STOPWORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been
-    before being below between both but by can could did do does doing down during
-    each few for from further had has have having he her here hers herself him
-    himself his how i if in into is it its itself just me more most my myself no nor
-    not now of off on once only or other our ours ourselves out over own same she
-    should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where
-    which while who whom why will with would you your yours yourself yourselves s t
-    don didn doesn isn wasn aren weren
-    """.split()  # noqa: SIM905 - a word list reads better as prose
-)
-
-# Words as FTS5's unicode61 tokenizer sees them: letters, numbers and private use,
-# with the combining accents inside a word (remove_diacritics folds "0\u03010" into
-# "00"). Erring towards longer words is safe: FTS5 splits a quoted word into a phrase.
-_WORD_CHARS = r"\w\ue000-\uf8ff\U000f0000-\U0010fffd"
-_TOKEN = re.compile(rf"[{_WORD_CHARS}][{_WORD_CHARS}\u0300-\u036f]*", re.UNICODE)
-
-
-def query_words(text: str, *, drop_stopwords: bool = True) -> list[str]:
-    """The distinct words of a query, stopwords dropped unless nothing else is left."""
-    return list(_words(text, drop_stopwords))
-
-
-@functools.lru_cache(maxsize=4096)
-def _words(text: str, drop_stopwords: bool) -> tuple[str, ...]:
-    # Kept: a search asks for the words of its query and of each hit's text (relevance)
-    # several times, and the same hits come back across searches.
-    # No case folding here: FTS5 folds each quoted word with the same tokenizer as the
-    # indexed text, whereas str.casefold() differs from it ("Straße" -> "strasse").
-    distinct: dict[str, str] = {}
-    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
-        distinct.setdefault(token.casefold(), token)
-    tokens = list(distinct.values())
-    if drop_stopwords:
-        content = [t for t in tokens if t.casefold() not in STOPWORDS]
-        tokens = content or tokens  # a query of only stopwords still searches them
-    return tuple(tokens)
-
-
-def match_expression(words: Sequence[str]) -> str | None:
-    """An FTS5 MATCH expression for query words: ``"w1" OR "w2" …``, every word quoted as
-    an FTS5 string, so no character of user text can reach FTS5's query syntax (``AND``,
-    ``NEAR``, ``*``, ``:``, ``"``, parentheses…). None for no words."""
-    if not words:
-        return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-_Read = TypeVar("_Read")
-
-
-class ReadBeside(Protocol[_Read]):
-    """Another in-memory part that a reopened index file reads from the snapshot its
-    postings are built from, on their thread, and holds with them: brought in step with
-    the rows written since as the postings are (rows ``gone``, rows above ``high`` new).
-    (:class:`~hybrid_memory._keyword.tag_index.TagIndex`: the tags' carriers.)"""
-
-    def read_beside(self, conn: sqlite3.Connection) -> _Read: ...
-
-    def adopt(self, read: _Read, gone: Sequence[int], high: int) -> None: ...
 
 
 class KeywordSearch:
@@ -128,26 +53,24 @@ class KeywordSearch:
         beside: ReadBeside[Any] | None = None,
     ) -> None:
         self._conn = conn
-        self._path = path  # an index file: postings are built aside (see _ready_postings)
-        self._aside: threading.Thread | None = None
-        # What the build aside gave: the postings and what ``beside`` read with them.
-        self._built: tuple[Postings, Any] | BaseException | None = None
-        self._beside = beside
         self._reads = reads
         self._ids = ids
         # Tokenizers that turn a word into several tokens (trigram) make every query word
         # a phrase: FTS5 ranks those, and no postings are kept.
         self._postings_rank = not tokenizer.split()[0].lower().startswith("trigram")
         self._word_terms: dict[str, tuple[str, ...]] = {}
-        # The default tokenizer's term of a plain ASCII word is computed here, not asked
-        # of FTS5 (hybrid_memory._keyword.porter); any other word or tokenizer asks FTS5.
-        self._plain_term: Callable[[str], str | None] | None = (
-            plain_term if tokenizer.split() == DEFAULT_TOKENIZER.split() else None
+        self.keeper = PostingsKeeper(
+            conn, reads, ids, rank=self._postings_rank, empty=empty, path=path, beside=beside
         )
-        # The ranking arrays; None: built by the next search. An empty index has nothing
-        # to build from: they start empty and follow every write, so a store filled from
-        # scratch has them when its first search comes.
-        self.postings: Postings | None = Postings() if self._postings_rank and empty else None
+
+    @property
+    def postings(self) -> Postings | None:
+        """The postings, when ready (see :class:`PostingsKeeper`)."""
+        return self.keeper.postings
+
+    @postings.setter
+    def postings(self, postings: Postings | None) -> None:
+        self.keeper.postings = postings
 
     # --- ranking ------------------------------------------------------------------------
 
@@ -173,14 +96,18 @@ class KeywordSearch:
         terms = self._single_terms(words) if self._postings_rank else None
         if terms is None:
             return self.search_fts(words, limit, where)
-        postings = self._ready_postings()
+        postings = self.keeper.ready()
         if postings is None:  # being built aside: FTS5 ranks (the same BM25 scores)
             return self.search_fts(words, limit, where)
         single = [t[0] for t in terms if t]
-        if within is None and where is not None:
-            rows, scores = self._best_passing(*postings.scores(single), limit, where)
-        else:
-            rows, scores = postings.top(single, limit, within)
+        try:
+            if within is None and where is not None:
+                rows, scores = self._best_passing(*postings.scores(single), limit, where)
+            else:
+                rows, scores = postings.top(single, limit, within)
+        except PostingsFileError as exc:
+            self.keeper.drop_file(exc)
+            return self.search_fts(words, limit, where)
         ids = self._ids.ids_of(rows.tolist())
         if len(ids) < len(rows):
             raise IndexDamaged("ranked rows are missing from the memories table")
@@ -232,7 +159,11 @@ class KeywordSearch:
             return None
         terms = sorted({t for word_terms in self.terms_of(words) for t in word_terms})
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
-        kept = set(postings.holding_all(terms, rows).tolist())
+        try:
+            kept = set(holding_all(postings, terms, rows).tolist())
+        except PostingsFileError as exc:
+            self.keeper.drop_file(exc)
+            return None
         return [memory_id for memory_id, row in rowids.items() if row in kept]
 
     def terms_held(
@@ -245,7 +176,11 @@ class KeywordSearch:
         if postings is None or not self._postings_rank:
             return None
         rows = np.fromiter(rowids.values(), dtype=np.int64, count=len(rowids))
-        each = postings.holding_each(terms, rows).T.tolist()  # a row of flags per memory
+        try:
+            each = holding_each(postings, terms, rows).T.tolist()  # a row of flags per memory
+        except PostingsFileError as exc:
+            self.keeper.drop_file(exc)
+            return None
         return {
             memory_id: {term for term, holds in zip(terms, flags, strict=True) if holds}
             for memory_id, flags in zip(rowids, each, strict=True)
@@ -281,20 +216,10 @@ class KeywordSearch:
 
     def terms_of(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         """Each word's FTS5 terms, as the index's own tokenizer makes them (a scratch
-        FTS5 table tokenises the words, but for the plain words of the default tokenizer;
-        remembered for the next queries)."""
+        FTS5 table tokenises the words; remembered for the next queries)."""
         missing = [w for w in words if w not in self._word_terms]
         if missing and len(self._word_terms) > _KEPT_WORDS:
             self._word_terms.clear()
-        if missing and self._plain_term is not None:
-            rest = []
-            for word in missing:
-                term = self._plain_term(word)
-                if term is None:
-                    rest.append(word)
-                else:
-                    self._word_terms[word] = (term,)
-            missing = rest
         if missing:
             c = self._conn
             # One statement, into a contentless table emptied by 'delete-all': a row at a
@@ -316,147 +241,3 @@ class KeywordSearch:
             for i, word in enumerate(missing):
                 self._word_terms[word] = tuple(terms.get(i, ()))
         return [self._word_terms[w] for w in words]
-
-    # --- the postings, in step with the tables ------------------------------------------
-
-    def _ready_postings(self) -> Postings | None:
-        """The postings, built from the FTS5 index when there are none yet (once per
-        open store, in time proportional to the store). An index file's are built on a
-        thread with a connection of its own, from one snapshot of the file; None until
-        they are, and then the rows written since the snapshot are brought in as
-        another connection's writes are (row ids only grow)."""
-        if self.postings is not None:
-            return self.postings
-        if self._path is None:
-            self._ids.clear()
-            self.postings = _build_postings(self._conn)
-            return self.postings
-        built, self._built = self._built, None
-        if isinstance(built, BaseException):
-            raise built
-        if built is not None:
-            self._ids.clear()
-            self.postings, read = built
-            seen = self.other_writers_wrote()
-            if seen is not None:
-                if self._beside is not None:
-                    self._beside.adopt(read, *seen)
-                return self.postings
-            # Rows were renumbered under the snapshot: build again.
-        if self._aside is None or not self._aside.is_alive():
-            self._aside = threading.Thread(
-                target=self._build_aside, name="hybrid-memory-postings", daemon=True
-            )
-            self._aside.start()
-            join_at_exit(self._aside)  # numpy's C++ must not meet the exit (see _exit)
-        return None
-
-    def _build_aside(self) -> None:
-        try:
-            assert self._path is not None
-            conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-            try:
-                conn.execute(
-                    "CREATE VIRTUAL TABLE temp.memory_terms "
-                    "USING fts5vocab('main', 'memories_fts', 'instance')"
-                )
-                conn.execute("BEGIN")  # one snapshot for the tokens and the rows
-                postings = _build_postings(conn)
-                self._built = (postings, self._read_beside(conn))
-            finally:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-        except BaseException as exc:  # handed to the next search, which repairs damage
-            self._built = (
-                exc
-                if isinstance(exc, sqlite3.DatabaseError)
-                else IndexDamaged(f"the keyword index's postings could not be built: {exc}")
-            )
-
-    def _read_beside(self, conn: sqlite3.Connection) -> Any:
-        """What ``beside`` reads from the postings' snapshot, None when it could not: it
-        spares searches reads of their own, and they make them when it is missing (only
-        damage to the file, a :class:`sqlite3.DatabaseError`, goes on to the search)."""
-        if self._beside is None:
-            return None
-        try:
-            return self._beside.read_beside(conn)
-        except sqlite3.DatabaseError:
-            raise
-        except Exception:
-            return None
-
-    def written(self, batch: Batch, tokens: str | None) -> None:
-        """Bring the postings in step with a committed batch: replaced rows out, the new
-        ones in, from the batch's ``tokens``. Should that fail, the postings are dropped
-        and rebuilt by the next search: the write itself stands."""
-        if tokens is None or self.postings is None:
-            return
-        try:
-            self.postings.remove(batch.replaced)
-            rowids = np.arange(batch.base, batch.base + len(batch.rows), dtype=np.int64)
-            self.postings.add(rowids, parse_tokens(tokens))
-            self.postings.name(rowids.tolist(), [r.id for r in batch.rows])
-        except Exception:
-            self.postings = None
-
-    def deleted(self, rowids: Sequence[int]) -> None:
-        """Rows deleted in the caller's open transaction."""
-        if self.postings is not None:
-            self.postings.remove(rowids)
-
-    def cleared(self) -> None:
-        self.postings = Postings() if self._postings_rank else None  # empty, as the index
-
-    def other_writers_wrote(self) -> tuple[list[int], int] | None:
-        """After other connections wrote: vanished rows out of the postings, new rows in.
-        Returns the rows gone and the highest row id held before (the rows above it are
-        new), or None when there are no postings (or they must be rebuilt, because rows
-        were renumbered behind this connection's back)."""
-        postings = self.postings
-        if postings is None:
-            return None
-        present = self._reads.rowids()
-        known = postings.live_rowids()
-        gone = np.setdiff1d(known, present, assume_unique=True).tolist()
-        postings.remove(gone)
-        new = np.setdiff1d(present, known, assume_unique=True)
-        high = postings.high
-        if len(new) and int(new.min()) <= high:
-            self.postings = None
-            return None
-        if len(new):
-            rows = self._conn.execute(
-                "SELECT rowid, text, id FROM memories WHERE rowid > ?", (high,)
-            ).fetchall()
-            self._add_rows(rows)
-        return gone, high
-
-    def _add_rows(self, rows: Sequence[tuple[int, str, str]]) -> None:
-        """Add rows ``(row id, text, memory id)`` to the postings, tokenised by a scratch
-        FTS5 table with the index's own tokenizer."""
-        if self.postings is None or not rows:
-            return
-        self._conn.executemany(
-            "INSERT INTO temp.new_texts(rowid, text) VALUES (?, ?)",
-            [(rowid, fts_text(text)) for rowid, text, _ in rows],
-        )
-        tokens = parse_tokens(take_new_tokens(self._conn))
-        rowids = [r for r, _, _ in rows]
-        self.postings.add(np.array(rowids, dtype=np.int64), tokens)
-        self.postings.name(rowids, [memory_id for _, _, memory_id in rows])
-
-
-def _build_postings(conn: sqlite3.Connection) -> Postings:
-    """Postings of every row, from FTS5's own tokens (``temp.memory_terms``)."""
-    postings = Postings()
-    tokens = conn.execute(tokens_sql("temp.memory_terms")).fetchone()[0]
-    rowids = np.array([r[0] for r in conn.execute("SELECT rowid FROM memories")], dtype=np.int64)
-    try:
-        postings.add(rowids, parse_tokens(tokens))
-        named = conn.execute("SELECT rowid, id FROM memories")
-        while page := named.fetchmany(_NAMING_PAGE):  # a page of ids in memory at a time
-            postings.name([r for r, _ in page], [i for _, i in page])
-    except ValueError as exc:  # the FTS rows and the memories disagree
-        raise IndexDamaged(f"the keyword index's tables disagree: {exc}") from exc
-    return postings

@@ -5,10 +5,11 @@ At a million memories a question's terms have ~126,000 postings at the median an
 goes over them in ~12 memory-bound passes. The loops of
 :mod:`~hybrid_memory._keyword._scoring_loops` do it in one, with the same floats to the bit.
 
-numba is a dependency, but it is never imported by ``import hybrid_memory``: importing
-it costs ~0.3-0.6 s and ~160 MB of resident memory with the loops, and most processes
-(the CLI, an MCP server over a small store, the test suite's many short processes) never
-hold enough memories for the loops to matter. The
+numba is an optional extra (``pip install "hybrid-agent-memory[large-stores]"``), and
+never imported by ``import hybrid_memory``: importing it costs ~0.3-0.6 s and ~160 MB of
+resident memory with the loops, and most processes (the CLI, an MCP server over a small
+store, the test suite's many short processes) never hold enough memories for the loops
+to matter. The
 first search over a store of at least :data:`LOAD_FROM_ROWS` memories starts a background
 thread that imports numba and loads the loops (compiled once, then read from numba's
 on-disk cache); searches keep using numpy until the loops are ready, then switch, with
@@ -100,7 +101,11 @@ def _load() -> None:
     global _loops, _failure
     try:
         import numba
-
+    except ImportError:
+        _failure = 'numba is not installed: pip install "hybrid-agent-memory[large-stores]"'
+        _ready.set()
+        return
+    try:
         if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]  # loops run as Python: slow
             _failure = "NUMBA_DISABLE_JIT is set"
             return

@@ -21,7 +21,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory._keyword.postings import FloatArray, IntArray
+from hybrid_memory._keyword.bm25_scores import FloatArray, IntArray
+from hybrid_memory._keyword.postings_file import KeptCarriers
 
 BoolArray = npt.NDArray[np.bool_]
 RowArray = npt.NDArray[np.int32]
@@ -207,6 +208,28 @@ class TagCarriers:
         self._tags: OrderedDict[str, _Tag] = OrderedDict()
         self._size = 0
         self._times = np.zeros(0, dtype=np.float64)  # each held row's creation time
+
+    def export(self) -> KeptCarriers | None:
+        """Every tag's carriers, to keep beside the index (None unless :attr:`complete`)."""
+        if not self.complete:
+            return None
+        tags = sorted(self._tags)
+        held = [self._tags[t] for t in tags]
+        return KeptCarriers(
+            tags, [h.rows for h in held], [h.order(self._times) for h in held], self._times
+        )
+
+    @classmethod
+    def from_kept(cls, kept: KeptCarriers, capacity: int = CAPACITY) -> TagCarriers:
+        """Every tag's carriers as :meth:`export` gave them (the arrays may be views of
+        a mapped file: a tag's arrays are copied before anything is written to them)."""
+        carriers = cls(capacity, complete=True)
+        carriers._times = np.array(kept.times, dtype=np.float64)
+        for tag, rows, oldest in zip(kept.tags, kept.rows, kept.oldest, strict=True):
+            carriers._tags[tag] = _Tag(rows, oldest)
+            carriers._size += len(rows)
+        carriers._make_room(set())
+        return carriers
 
     def __contains__(self, tag: str) -> bool:
         return tag in self._tags

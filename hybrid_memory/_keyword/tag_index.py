@@ -17,8 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hybrid_memory._keyword.memory_ids import MemoryIds
 from hybrid_memory._keyword.postings import IntArray
-from hybrid_memory._keyword.reads import MemoryIds, chunks, row_test
+from hybrid_memory._keyword.postings_file import KeptCarriers
+from hybrid_memory._keyword.reads import chunks, row_test
 from hybrid_memory._keyword.tag_carriers import TagCarriers
 from hybrid_memory._keyword.writes import Batch
 from hybrid_memory._model.filters import Node, to_sql
@@ -206,6 +208,18 @@ class TagIndex:
         if not _read_every(conn, carriers, self.carriers.capacity // 2):
             return None
         return carriers if carriers.complete else None
+
+    def to_keep(self) -> KeptCarriers | None:
+        """Every tag's carriers, to keep beside the index file with the postings."""
+        return self.carriers.export()
+
+    def keep_read(self, carriers: TagCarriers | None) -> KeptCarriers | None:
+        """Carriers :meth:`read_beside` read, to keep beside the index file."""
+        return None if carriers is None else carriers.export()
+
+    def from_kept(self, kept: KeptCarriers) -> TagCarriers:
+        """Carriers kept beside the index file (:meth:`to_keep`), to :meth:`adopt`."""
+        return TagCarriers.from_kept(kept, self.carriers.capacity)
 
     def adopt(self, carriers: TagCarriers | None, gone: Sequence[int], high: int) -> None:
         """Hold ``carriers`` (:meth:`read_beside`, from a snapshot whose highest row was

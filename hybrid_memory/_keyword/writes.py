@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory._keyword.postings import tokens_sql
+from hybrid_memory._keyword.tokens import tokens_sql
 from hybrid_memory._model.filters import kind_of, metadata_rows
 from hybrid_memory._model.records import IndexRow
 
@@ -85,7 +85,7 @@ def _from_bits(bits: str) -> str:
 # updated bits]`` per row, row id ``base`` + position), ``meta`` (``[position, key, kind,
 # in_array, value, value is float bits]`` per metadata row), ``replaced`` (row ids to
 # delete first), ``tokenise`` (also leave the batch's tokens in ``batch_tokens``, as
-# :func:`~hybrid_memory._keyword.postings.tokens_sql` reads them, for the postings), and
+# :func:`~hybrid_memory._keyword.tokens.tokens_sql` reads them, for the postings), and
 # ``vectors`` (a blob of every row's vector, ``width`` bytes each, or null).
 BATCH_SCHEMA = f"""
 CREATE TEMP TABLE IF NOT EXISTS pow2 (p2_exponent INTEGER PRIMARY KEY, p2_value REAL NOT NULL);
@@ -218,7 +218,7 @@ def write_batch(
     conn: sqlite3.Connection, batch: Batch, started: threading.Event | None = None
 ) -> str | None:
     """The rows of ``batch`` into every table, inside the caller's transaction; with
-    ``batch.tokenise``, returns their tokens (as :func:`~hybrid_memory._keyword.postings.tokens_sql`
+    ``batch.tokenise``, returns their tokens (as :func:`~hybrid_memory._keyword.tokens.tokens_sql`
     gives them) for the in-memory postings.
 
     The batch statement tokenises and groups the tokens itself: every statement ends by
@@ -318,7 +318,7 @@ def vector_of(blob: bytes) -> np.ndarray:
 
 def take_new_tokens(conn: sqlite3.Connection) -> str:
     """The tokens of the rows in the scratch table ``new_texts``
-    (:func:`~hybrid_memory._keyword.postings.tokens_sql`), which is left empty."""
+    (:func:`~hybrid_memory._keyword.tokens.tokens_sql`), which is left empty."""
     try:
         tokens: str = conn.execute(tokens_sql("temp.new_terms")).fetchone()[0]
     finally:

@@ -42,7 +42,13 @@ from hybrid_memory._memory.views import (
 from hybrid_memory._memory.writing import Writing
 from hybrid_memory._model.results import Memory, SearchResult, StoreStats
 from hybrid_memory._model.settings import HybridMemorySettings
-from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._model.write_outcomes import (
+    AddResult,
+    DeleteReport,
+    OnSimilar,
+    SimilarMemory,
+    WriteReport,
+)
 
 
 class HybridMemory:
@@ -115,6 +121,7 @@ class HybridMemory:
         upsert: bool = False,
         allow_duplicates: bool = False,
         supersedes: str | None = None,
+        on_similar: OnSimilar | None = None,
     ) -> AddResult:
         """Store one memory and return its id, an :class:`AddResult` (a ``str``) whose
         ``outcome`` says what was done: ``"added"``, ``"duplicate"`` or ``"replaced"``.
@@ -127,8 +134,16 @@ class HybridMemory:
         ``supersedes``: the id of a stored memory this one replaces ("moved to Berlin"
         after "lives in Paris"), kept as the metadata key ``supersedes``: searches still
         return the older memory, ranked lower (``supersede_factor``) and marked
-        (``Hit.superseded_by``). An id not stored here raises :class:`InvalidInputError`
-        naming ``supersedes``, and nothing is stored.
+        (``Hit.superseded_by``). An id not stored in this store (or namespace) raises
+        :class:`InvalidInputError` naming ``supersedes``, and nothing is stored.
+
+        A new memory that memories of this store (or namespace) say nearly the same as
+        (a restatement: settings ``similar_cosine``, ``similar_words_cosine``) is
+        ``"similar"``: ``AddResult.similar`` names them, most similar first, with their
+        cosine similarity. ``on_similar`` says what is done then (default the setting
+        ``on_similar``, ``"keep"``): ``"keep"`` stores it beside them, ``"skip"`` stores
+        nothing and returns the most similar one's id, ``"supersede"`` stores it as
+        superseding the most similar one (as ``supersedes=``).
         """
         return self._writing.add(
             text,
@@ -139,6 +154,7 @@ class HybridMemory:
             upsert=upsert,
             allow_duplicates=allow_duplicates,
             supersedes=supersedes,
+            on_similar=on_similar,
         )
 
     def add_many(
@@ -147,10 +163,13 @@ class HybridMemory:
         *,
         upsert: bool = False,
         allow_duplicates: bool = False,
+        on_similar: OnSimilar | None = None,
     ) -> WriteReport:
         """Store many memories (embedded in batches); returns their ids in order, as a
-        :class:`WriteReport` whose ``results`` say what was done with each item (it gathers
-        the ids ``added``, the ``duplicates`` of stored memories and those ``replaced``).
+        :class:`WriteReport` (the list of ids) whose ``results`` say what was done with
+        each item and which gathers the ids ``added``, the ``duplicates`` of stored
+        memories, those ``replaced`` and those ``similar`` to stored memories or to
+        earlier items (``on_similar`` as in :meth:`add`).
 
         Each item is a text or a mapping with ``text`` and optionally ``id``, ``tags``,
         ``metadata``, ``created_at``, ``supersedes`` (as in :meth:`add`; an earlier item's
@@ -159,7 +178,9 @@ class HybridMemory:
         stored, and the same call again stores the rest once (items without ids are found
         by content; items with ids need ``upsert=True``).
         """
-        return self._writing.add_many(items, upsert=upsert, allow_duplicates=allow_duplicates)
+        return self._writing.add_many(
+            items, upsert=upsert, allow_duplicates=allow_duplicates, on_similar=on_similar
+        )
 
     def update(
         self,
@@ -282,6 +303,7 @@ class HybridMemory:
         max_tokens: int | None = None,
         after: datetime | str | float | None = None,
         before: datetime | str | float | None = None,
+        mmr: float | None = None,
     ) -> SearchResult:
         """The ``k`` memories that best answer ``query``, best first.
 
@@ -298,6 +320,15 @@ class HybridMemory:
                 8601 strings or epoch seconds; either alone is an open window), on every
                 leg before its cut. Without them, the setting ``time_phrases`` may read a
                 time the query names (``SearchResult.time_window`` shows how).
+            mmr: maximal marginal relevance, the weight of variety in [0, 1] (default the
+                setting ``mmr``, 0: relevance alone): the hits are then picked one by one
+                among more candidates, each trading its fused score against its cosine
+                with the hits picked before it. LangChain's ``lambda_mult`` and
+                LlamaIndex's ``mmr_threshold`` are ``1 - mmr``.
+
+        Memories that say nearly the same thing come back as one hit (the newest, or
+        the one superseding the others), the others named in ``Hit.similar_ids``; the
+        setting ``collapse_similar=False`` shows each.
         """
         return self._searching.search(
             query,
@@ -309,6 +340,7 @@ class HybridMemory:
             max_tokens=max_tokens,
             after=after,
             before=before,
+            mmr=mmr,
         )
 
     def related(
@@ -324,6 +356,14 @@ class HybridMemory:
         keywords, fused like a search (the memory itself excluded); ``after``/``before``
         limit them to a window of creation times, as in :meth:`search`."""
         return self._searching.related(id, k=k, filter=filter, after=after, before=before)
+
+    def similar(self, id: str, *, k: int = 20) -> tuple[SimilarMemory, ...]:
+        """The memories of this store (or namespace) that say nearly what the memory with
+        ``id`` says, most similar first, each a :class:`SimilarMemory` (id and cosine
+        similarity): those an add of it would report (settings ``similar_cosine``,
+        ``similar_words_cosine``), among its ``k`` nearest. For a clean-up: keep one,
+        delete or supersede the others. :class:`MemoryNotFoundError` when there is none."""
+        return self._reading.similar(id, k=k)
 
     def close(self) -> None:
         """Release the keyword index and worker threads (a private in-memory collection is

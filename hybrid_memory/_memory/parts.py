@@ -133,6 +133,7 @@ class StoreParts:
             self.lock,
             self.pool,
             late_commits=s.request_timeout + CLOCK_SKEW,
+            chroma_path=None if s.url else s.path,
         )
         # This process's latest writes, compared exactly by the vector leg (Chroma's
         # search is approximate: a memory just added must be found).
@@ -310,7 +311,7 @@ class StoreParts:
             self.pool.shutdown(wait=True)
         else:  # the store's pool: only this namespace's check is waited for
             self.sync.wait_checks()
-        key, mark = self.collection.partition, self.sync.in_step_mark
+        key, mark = self.collection.partition, self.sync.in_step_write_count
         if key is not None and not self.private:
             try:
                 self.namespaces.name_unwritten(self.collection, holding=self.index.count() > 0)

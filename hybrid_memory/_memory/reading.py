@@ -10,9 +10,12 @@ from typing import Any
 from hybrid_memory._memory.repairing import repairing
 from hybrid_memory._memory.scope import StoreScope
 from hybrid_memory._model.errors import InvalidInputError, MemoryNotFoundError
-from hybrid_memory._model.inputs import valid_ids, valid_page
+from hybrid_memory._model.inputs import valid_id, valid_ids, valid_k, valid_page
+from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import to_memory
 from hybrid_memory._model.results import Memory, StoreStats
+from hybrid_memory._model.write_outcomes import SimilarMemory
+from hybrid_memory._store.similar import similar_to
 
 
 class Reading(StoreScope):
@@ -101,3 +104,11 @@ class Reading(StoreScope):
             namespace=parts.namespace_path,
             sync_interval=s.sync_interval,
         )
+
+    @repairing
+    def similar(self, id: str, *, k: int) -> tuple[SimilarMemory, ...]:
+        memory_id = valid_id(id)
+        nearest = valid_k(k, self.settings.max_k)
+        row, _, vector = self._parts.collection.stored(memory_id)
+        rule = NearDuplicateRule.of(self.settings)
+        return similar_to(self._parts.collection, memory_id, row.text, vector, rule, nearest)

@@ -16,6 +16,7 @@ from hybrid_memory._model.inputs import (
     valid_id,
     valid_k,
     valid_max_tokens,
+    valid_mmr,
     valid_tags,
     valid_text,
 )
@@ -41,6 +42,7 @@ class Searching(StoreScope):
         max_tokens: int | None,
         after: datetime | str | float | None,
         before: datetime | str | float | None,
+        mmr: float | None,
     ) -> SearchResult:
         s = self.settings
         text = valid_text(query, s.max_text_length, "query")
@@ -59,6 +61,7 @@ class Searching(StoreScope):
             after=after,
             before=before,
             read_phrase=True,
+            mmr=mmr,
         )
 
     @repairing
@@ -99,8 +102,10 @@ class Searching(StoreScope):
         after: datetime | str | float | None = None,
         before: datetime | str | float | None = None,
         read_phrase: bool = False,
+        mmr: float | None = None,
     ) -> SearchResult:
         s = self.settings
+        diversity = valid_mmr(s.mmr if mmr is None else mmr)
         k_checked = valid_k(s.k if k is None else k, s.max_k)
         alpha_checked = valid_alpha(alpha)
         tokens_checked = valid_max_tokens(max_tokens)
@@ -140,5 +145,6 @@ class Searching(StoreScope):
             boost_window=plan.boost,
             order=plan.order,
             time_window=plan.shown,
+            mmr=diversity,
         )
         return searcher.search(query, s, warming=warming)

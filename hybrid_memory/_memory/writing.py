@@ -18,10 +18,18 @@ from hybrid_memory._model.inputs import (
     valid_changes,
     valid_ids,
 )
+from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import to_memory
 from hybrid_memory._model.results import Memory
-from hybrid_memory._model.write_outcomes import AddResult, DeleteReport, WriteReport
+from hybrid_memory._model.write_outcomes import (
+    ON_SIMILAR,
+    AddResult,
+    DeleteReport,
+    OnSimilar,
+    WriteReport,
+)
 from hybrid_memory._search.supersession import check_links
+from hybrid_memory._store.similar import SimilarCheck
 
 
 class Writing(StoreScope):
@@ -39,12 +47,19 @@ class Writing(StoreScope):
         upsert: bool,
         allow_duplicates: bool,
         supersedes: str | None,
+        on_similar: OnSimilar | None,
     ) -> AddResult:
         item = dict(text=text, id=id, tags=tags, metadata=metadata, created_at=created_at)
         if supersedes is not None:
             item["supersedes"] = supersedes
         memories = PendingMemories.of([new_memory(item, "", self.settings)])
-        written = self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates, one=True)
+        written = self._add(
+            memories,
+            upsert=upsert,
+            allow_duplicates=allow_duplicates,
+            on_similar=on_similar,
+            one=True,
+        )
         return written.results[0]
 
     @repairing
@@ -54,16 +69,30 @@ class Writing(StoreScope):
         *,
         upsert: bool,
         allow_duplicates: bool,
+        on_similar: OnSimilar | None,
     ) -> WriteReport:
         if isinstance(items, (str, Mapping)):
             raise InvalidInputError("items", "expected a list of texts or dicts, not a single one")
         given = items if isinstance(items, Sequence) else list(items)
         memories = PendingMemories.of_items(given, self.settings)
-        return self._add(memories, upsert=upsert, allow_duplicates=allow_duplicates)
+        return self._add(
+            memories, upsert=upsert, allow_duplicates=allow_duplicates, on_similar=on_similar
+        )
 
     def _add(
-        self, memories: PendingMemories, *, upsert: bool, allow_duplicates: bool, one: bool = False
+        self,
+        memories: PendingMemories,
+        *,
+        upsert: bool,
+        allow_duplicates: bool,
+        on_similar: OnSimilar | None,
+        one: bool = False,
     ) -> WriteReport:
+        policy = self.settings.on_similar if on_similar is None else on_similar
+        if policy not in ON_SIMILAR:
+            raise InvalidInputError(
+                "on_similar", f"expected one of {', '.join(ON_SIMILAR)}, got {on_similar!r}"
+            )
         if memories.links:
             self._check_links(
                 [
@@ -77,6 +106,7 @@ class Writing(StoreScope):
             upsert=upsert,
             allow_duplicates=allow_duplicates,
             sync_interval=self.settings.sync_interval,
+            similar=SimilarCheck(NearDuplicateRule.of(self.settings), policy),
         )
 
     @repairing

@@ -290,6 +290,12 @@ def valid_alpha(alpha: Any) -> float | None:
     return alpha
 
 
+def valid_mmr(mmr: Any) -> float:
+    if isinstance(mmr, bool) or not isinstance(mmr, (int, float)) or not 0 <= mmr <= 1:
+        raise InvalidInputError("mmr", f"expected a number in [0, 1] (0: no MMR), got {mmr!r}")
+    return float(mmr)
+
+
 def valid_max_tokens(max_tokens: Any) -> int | None:
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1

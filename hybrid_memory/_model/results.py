@@ -53,6 +53,12 @@ class Hit:
     metadata ``supersedes`` names this memory: ``add(..., supersedes=ID)``), None when
     nothing does. A superseded memory still comes back, ranked lower
     (``supersede_factor``).
+
+    ``similar_ids`` are the memories that say nearly the same thing as this one and were
+    collapsed into this hit (setting ``collapse_similar``), best fused first: this hit
+    stands for them all (the newest of them, or the one superseding the others), at the
+    place and with the fused score and relevance of the best of them. Empty when
+    nothing was collapsed into it.
     """
 
     memory: Memory
@@ -61,6 +67,7 @@ class Hit:
     scores: Mapping[str, float] = field(default_factory=dict)
     fused_score: float = 0.0
     superseded_by: str | None = None
+    similar_ids: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:

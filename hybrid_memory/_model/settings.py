@@ -247,6 +247,59 @@ class HybridMemorySettings(BaseSettings):
         "in searches.",
     )
 
+    # --- near-duplicates ------------------------------------------------------------
+    similar_cosine: float = Field(
+        0.94,
+        ge=0.0,
+        le=1.0,
+        description="Two memories of a store (or namespace) whose vectors' cosine similarity "
+        "is at least this say nearly the same thing: an add reports the stored ones "
+        "(AddResult.outcome 'similar', AddResult.similar; see on_similar) and a search shows "
+        "one hit for them (collapse_similar). Measured on LoCoMo's turns "
+        "(docs/concepts/near-duplicates.md).",
+    )
+    similar_words_cosine: float = Field(
+        0.6,
+        ge=0.0,
+        le=1.0,
+        description="Two memories are also near-duplicates from this cosine up when the "
+        "words of one (stopwords aside) are all words of the other and the other has at "
+        "most similar_extra_words more: a fact restated with a date in "
+        "front, '(confirmed again)' or its words reordered, whose vector a few added words "
+        "move far when it is short. 1 leaves only similar_cosine.",
+    )
+    similar_extra_words: int = Field(
+        5,
+        ge=0,
+        le=100,
+        description="The most words a restatement may add (see similar_words_cosine); a "
+        "date such as 2026-10-13 is three.",
+    )
+    on_similar: Literal["keep", "skip", "supersede"] = Field(
+        "keep",
+        description="What add and add_many do with a new memory that stored memories say "
+        "nearly the same as, when the call does not say (its on_similar): 'keep' stores it "
+        "beside them, 'skip' stores nothing and returns the most similar one's id, "
+        "'supersede' stores it as superseding the most similar one (as supersedes=). Each "
+        "case is reported: outcome 'similar', AddResult.similar.",
+    )
+    collapse_similar: bool = Field(
+        True,
+        description="A search shows one hit for memories that say nearly the same thing "
+        "(similar_cosine, similar_words_cosine): the newest of them, or the one superseding "
+        "the others, at the place of the best ranked, the others named in Hit.similar_ids. "
+        "False shows each one.",
+    )
+    mmr: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Maximal marginal relevance: the weight of variety against relevance when "
+        "a search picks its hits among more candidates (0, the default: relevance alone; "
+        "1: variety alone). LangChain's lambda_mult and LlamaIndex's mmr_threshold are "
+        "1 - mmr. search(mmr=...) sets it for one call.",
+    )
+
     # --- keyword index ------------------------------------------------------------
     keyword_tokenizer: str = Field(
         "porter unicode61 remove_diacritics 2",
@@ -368,6 +421,12 @@ SEARCH_SETTINGS = frozenset(
         "keyword_max_df",
         "token_encoding",
         "sync_interval",
+        "similar_cosine",
+        "similar_words_cosine",
+        "similar_extra_words",
+        "on_similar",
+        "collapse_similar",
+        "mmr",
     }
 )
 

@@ -76,6 +76,7 @@ from hybrid_memory._memory.memory import HybridMemory
 from hybrid_memory._model.errors import InvalidInputError
 from hybrid_memory._model.results import SearchResult
 from hybrid_memory._model.settings import HybridMemorySettings
+from hybrid_memory._model.write_outcomes import OnSimilar
 from hybrid_memory._retriever.conversions import (
     at_least,
     checked_documents,
@@ -92,7 +93,7 @@ from hybrid_memory._retriever.conversions import (
 )
 
 #: Search options a single call may override (``invoke(q, k=3)``).
-SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens", "after", "before")
+SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens", "after", "before", "mmr")
 
 dispatcher = instrument.get_dispatcher(__name__)
 
@@ -117,13 +118,16 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         after, before: Only memories created in ``[after, before)`` (datetimes, ISO 8601
             strings or epoch seconds; either alone is an open window), on every leg
             before its cut.
+        mmr: Maximal marginal relevance, the weight of variety in ``[0, 1]`` (LangChain's
+            ``lambda_mult`` and LlamaIndex's ``mmr_threshold`` are ``1 - mmr``); ``None``
+            uses the store's ``settings.mmr`` (0: relevance alone).
         callback_manager: LlamaIndex callback manager (LlamaIndex's own argument).
         object_map: LlamaIndex ``object_map`` (LlamaIndex's own argument; recalled
             memories are plain text nodes, so it is only kept for compatibility).
         verbose: LlamaIndex verbosity (LlamaIndex's own argument).
 
     Per call, ``invoke(query, k=..., filter=..., tags=..., alpha=..., max_tokens=...,
-    min_score=..., after=..., before=...)``
+    min_score=..., after=..., before=..., mmr=...)``
     overrides the fields; in a chain use ``configurable_fields``::
 
         from langchain_core.runnables import ConfigurableField
@@ -146,6 +150,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     min_score: float | None = Field(None, ge=0.0, le=1.0)
     after: datetime | str | float | None = None
     before: datetime | str | float | None = None
+    mmr: float | None = Field(None, ge=0.0, le=1.0)
 
     # LlamaIndex's BaseRetriever.__init__ arguments, declared so that it can set them.
     callback_manager: LlamaIndexCallbackManager = Field(
@@ -253,17 +258,22 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         tags: Sequence[str] | Sequence[Sequence[str] | None] | str | None = None,
         upsert: bool = False,
         allow_duplicates: bool = False,
+        on_similar: OnSimilar | None = None,
     ) -> list[str]:
-        """Add texts as memories; returns their ids.
+        """Add texts as memories; returns their ids (a :class:`WriteReport`, whose
+        ``results`` say what was done with each: ``"similar"`` names the stored memories
+        a text repeats).
 
         ``metadatas[i]["tags"]`` (a list, or a comma-separated string) becomes the
         memory's tags, ``metadatas[i]["created_at"]`` its creation time; the other
         keys are its metadata. ``tags`` adds tags to every text (a list) or per
-        text (a list of lists). ``upsert`` and ``allow_duplicates`` are as in
-        :meth:`HybridMemory.add`.
+        text (a list of lists). ``upsert``, ``allow_duplicates`` and ``on_similar`` are
+        as in :meth:`HybridMemory.add`.
         """
         items = memory_items(texts, metadatas, ids, tags)
-        return self.memory.add_many(items, upsert=upsert, allow_duplicates=allow_duplicates)
+        return self.memory.add_many(
+            items, upsert=upsert, allow_duplicates=allow_duplicates, on_similar=on_similar
+        )
 
     def add_documents(
         self,
@@ -272,8 +282,10 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         ids: Sequence[str | None] | None = None,
         upsert: bool = False,
         allow_duplicates: bool = False,
+        on_similar: OnSimilar | None = None,
     ) -> list[str]:
-        """Add LangChain ``Document``s as memories; returns their ids.
+        """Add LangChain ``Document``s as memories; returns their ids (as
+        :meth:`add_texts`).
 
         A document's id (``ids[i]`` if given, else ``Document.id``) becomes the memory
         id; ``metadata["tags"]`` its tags. Keys a retriever writes on results
@@ -288,6 +300,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             [given or d.id for given, d in zip(ids, documents, strict=True)],
             upsert=upsert,
             allow_duplicates=allow_duplicates,
+            on_similar=on_similar,
         )
 
     async def aadd_texts(
@@ -307,7 +320,12 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     # --- adding: LlamaIndex style ------------------------------------------------
 
     def insert_nodes(
-        self, nodes: Iterable[BaseNode], *, upsert: bool = False, allow_duplicates: bool = False
+        self,
+        nodes: Iterable[BaseNode],
+        *,
+        upsert: bool = False,
+        allow_duplicates: bool = False,
+        on_similar: OnSimilar | None = None,
     ) -> list[str]:
         """Add LlamaIndex nodes as memories, keeping each node id; returns the ids.
 
@@ -321,6 +339,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             [node.node_id for node in nodes],
             upsert=upsert,
             allow_duplicates=allow_duplicates,
+            on_similar=on_similar,
         )
 
     async def ainsert_nodes(self, nodes: Iterable[BaseNode], **kwargs: Any) -> list[str]:
@@ -332,7 +351,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     def search(self, query: str, **overrides: Any) -> SearchResult:
         """The raw :class:`SearchResult` for ``query``, with this retriever's fields
         and any per-call ``overrides`` (``k``, ``filter``, ``tags``, ``alpha``,
-        ``max_tokens``, ``min_score``, ``after``, ``before``). Hits below ``min_score`` are
+        ``max_tokens``, ``min_score``, ``after``, ``before``, ``mmr``). Hits below ``min_score`` are
         left out (they are the result's tail: the relevance never increases down the
         list)."""
         options: dict[str, Any] = {name: getattr(self, name) for name in SEARCH_OPTIONS}

@@ -27,15 +27,18 @@ RESULT_KEYS = (
     "tags",
     "created_at",
     "updated_at",
+    "similar_ids",
 )
 
 # Result keys that describe one search rather than the memory. Adding a retrieved
 # Document or node back drops them, so results round-trip into a memory.
-_SEARCH_ONLY_KEYS = frozenset({"id", "score", "fused_score", "ranks", "scores", "updated_at"})
+_SEARCH_ONLY_KEYS = frozenset(
+    {"id", "score", "fused_score", "ranks", "scores", "updated_at", "similar_ids"}
+)
 
 # What a LlamaIndex LLM prompt / embedding sees of a node's metadata: the user's
 # metadata, tags and creation time help an answer; scores and ranks are noise.
-_HIDDEN_FROM_LLM = ["id", "score", "fused_score", "ranks", "scores", "updated_at"]
+_HIDDEN_FROM_LLM = ["id", "score", "fused_score", "ranks", "scores", "updated_at", "similar_ids"]
 _HIDDEN_FROM_EMBEDDING = list(RESULT_KEYS)
 
 
@@ -55,6 +58,7 @@ def _result_metadata(hit: Hit) -> dict[str, Any]:
         "tags": list(memory.tags),
         "created_at": _iso(memory.created_at),
         "updated_at": _iso(memory.updated_at),
+        "similar_ids": list(hit.similar_ids),
     }
 
 

@@ -22,9 +22,11 @@ from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import EmbeddingError
 from hybrid_memory._model.filters import Node
+from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import SUPERSEDES_KEY, to_memory
 from hybrid_memory._model.results import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
 from hybrid_memory._model.settings import HybridMemorySettings
+from hybrid_memory._search.collapse import Chosen, choose
 from hybrid_memory._search.feedback import length_scaled_weight, rocchio
 from hybrid_memory._search.fusion import (
     adaptive_alpha,
@@ -33,6 +35,7 @@ from hybrid_memory._search.fusion import (
     reciprocal_rank_fusion,
     score_lifts,
 )
+from hybrid_memory._search.hit_relevance import hit_relevance
 from hybrid_memory._search.legs import (
     KeywordLeg,
     Scope,
@@ -42,7 +45,6 @@ from hybrid_memory._search.legs import (
     with_checked,
 )
 from hybrid_memory._search.recency import age_in_days, decay_factor
-from hybrid_memory._search.relevance import evidence, keyword_coverage, monotone_relevance
 from hybrid_memory._search.supersession import chain_depths, demote_superseded
 from hybrid_memory._search.token_budget import count_tokens
 from hybrid_memory._store.collection import ChromaCollection
@@ -68,6 +70,7 @@ class Query:
     boost_window: tuple[float | None, float | None] | None = None
     order: str | None = None
     time_window: TimeWindow | None = None
+    mmr: float = 0.0  # the diversity weight of maximal marginal relevance (0: none)
 
 
 class Searcher:
@@ -230,11 +233,16 @@ class Searcher:
         """The one ending of every search path: the top ``k`` of the ``fused`` scores
         that exist, within the token budget, each with its relevance (from ``cosines``
         and keyword coverage), fused score and every leg's rank and score."""
-        memories = self.memories(order_by_score(fused), query.k)
-        memories = _within_budget(memories, query.max_tokens, s.token_encoding)
-        relevance = self.relevance(query.text, memories, cosines, drop_stopwords=s.drop_stopwords)
+        # Near-duplicates folded into one hit, variety by MMR (_search.collapse).
+        rule = NearDuplicateRule.of(s) if s.collapse_similar else None
+        picked = choose(order_by_score(fused), fused, query.k, self, rule, query.mmr, superseded)
+        fused, cosines = picked.best(fused), picked.best(cosines)
+        memories = _within_budget(picked.memories, query.max_tokens, s.token_encoding)
+        relevance = hit_relevance(
+            query.text, memories, cosines, self._index, self._queries, self.vectors, s
+        )
         return SearchResult(
-            _hits(memories, relevance, fused, rankings, scores, superseded or {}),
+            _hits(memories, relevance, fused, rankings, scores, superseded or {}, picked),
             alpha=float(alpha),
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
@@ -289,43 +297,6 @@ class Searcher:
         if missing:
             kept.update(self._collection.vectors_by_id(missing))
         return kept
-
-    def relevance(
-        self,
-        text: str,
-        memories: Sequence[Memory],
-        cosines: Mapping[str, float],
-        *,
-        drop_stopwords: bool,
-    ) -> list[float]:
-        """Each memory's relevance in [0, 1], the memories in fused order
-        (:mod:`hybrid_memory._search.relevance`): its cosine or its keyword coverage, whichever
-        is larger, made non-increasing down the list. Words are compared as the keyword
-        index tokenizes them, so coverage agrees with what the keyword leg matches."""
-        if not memories:
-            return []
-        asked = query_words(text, drop_stopwords=drop_stopwords)
-        query_terms = self._index.terms(asked)
-        wanted = sorted({t for terms in query_terms for t in terms})
-        # Which query terms each memory holds, from the keyword index's postings (what
-        # the keyword leg matched); a memory they cannot tell about (being built, or a
-        # hit the index lacks) is tokenised here instead. Tokenising every hit's words
-        # took 2.9 ms of a search with no word remembered at 100,000 memories (now 1.2).
-        if not wanted:  # no words to cover: coverage 0 for every memory
-            held: dict[str, set[str]] = {m.id: set() for m in memories}
-        else:
-            held = self._index.terms_held(wanted, [m.id for m in memories])
-        untold = [m for m in memories if m.id not in held]
-        if untold:
-            texts = {m.id: query_words(m.text, drop_stopwords=False) for m in untold}
-            distinct = list(dict.fromkeys(w for words in texts.values() for w in words))
-            terms = dict(zip(distinct, self._index.terms(distinct), strict=True))
-            for memory_id, words in texts.items():
-                held[memory_id] = {t for w in words for t in terms[w]}
-        evidences = [
-            evidence(cosines.get(m.id), keyword_coverage(query_terms, held[m.id])) for m in memories
-        ]
-        return monotone_relevance(evidences)
 
     def anchor_time(
         self, event: str, node: Node | None, s: HybridMemorySettings
@@ -426,9 +397,10 @@ def _hits(
     rankings: Mapping[str, list[str]],
     scores: Mapping[str, Mapping[str, float]],
     superseded: Mapping[str, str],
+    picked: Chosen,
 ) -> list[Hit]:
-    """The hits, each with its relevance, fused score, every leg's rank and score, and
-    the memory that supersedes it (if any)."""
+    """The hits, each with its relevance, fused score, every leg's rank and score, the
+    memory that supersedes it (if any) and those collapsed into it."""
     shown = {m.id for m in memories}
     positions = {
         leg: {i: r for r, i in enumerate(ids, start=1) if i in shown}
@@ -446,6 +418,7 @@ def _hits(
                 leg_scores,
                 fused_score=fused[memory.id],
                 superseded_by=superseded.get(memory.id),
+                similar_ids=picked.similar_ids(memory.id),
             )
         )
     return hits

@@ -67,7 +67,7 @@ class NamespaceStore:
         # every namespace opened after it calls it without opening it again.
         self.shared: Any = None
         # Namespaces closed while their keyword index was in step with their share, by
-        # key: the path owner's write mark then (IndexSync.in_step_mark, IndexSync.resume).
+        # key: the path owner's write mark then (IndexSync.in_step_write_count, IndexSync.resume).
         self.closed_in_step: dict[str, int] = {}
 
     def opened(

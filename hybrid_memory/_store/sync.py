@@ -14,29 +14,29 @@ that read the index wait for it (:meth:`IndexSync.wait_warm`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from hybrid_memory._keyword.file import index_failure, is_damage, is_full
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import StoreError
-from hybrid_memory._model.records import UPDATED_KEY, IndexRow
+from hybrid_memory._model.records import UPDATED_KEY
 from hybrid_memory._model.tags import TagCache
 from hybrid_memory._model.times import now_timestamp
+from hybrid_memory._store.chroma_log import LogPosition
 from hybrid_memory._store.collection import PAGE, ChromaCollection
+from hybrid_memory._store.sync_check import PeriodicCheck
+from hybrid_memory._store.sync_copy import Counted, copy_all, log_failure
+from hybrid_memory._store.sync_in_step import InStepTracking
+from hybrid_memory._store.sync_repair import Repair
+from hybrid_memory._store.sync_warming import Warming
 
 log = logging.getLogger("hybrid_memory")
 
-# Writes of other processes while a fill reads the collection are caught up from the
-# fill's start on this process's clock, less this margin for clocks that disagree.
-_CLOCK_SLACK = 300.0
 # How far the clocks of the machines writing to one store may disagree, for the catch-up's
 # overlap (see IndexSync.settled): NTP keeps them within milliseconds.
 CLOCK_SKEW = 5.0
@@ -45,14 +45,9 @@ _SETTLED_KEY = "settled_before"
 # The most stamps of its own a check names to Chroma (IndexSync._unseen); Chroma's SQLite
 # binds each as a variable (at most 32,766 per statement).
 _STAMPS_NAMED = 5_000
-# The periodic check asks Chroma for a count and a filtered read, which take time in
-# proportion to the collection (40 ms at 100,000 memories, ~0.4 s at a million, on this
-# project's 2-core machine): it is due no sooner than this many times its own last
-# duration, so that it never takes more than 1/20 of the process's time.
-_CHECK_SHARE = 20.0
 
 
-class IndexSync:
+class IndexSync(InStepTracking, Warming, Repair, PeriodicCheck):
     """Brings one keyword index up to date with its collection, on demand and on a clock.
 
     All index writes happen under ``lock`` (the store's write lock). Besides the time of
@@ -83,8 +78,18 @@ class IndexSync:
         lock: threading.RLock,
         pool: Executor,
         late_commits: float,
+        chroma_path: str | None = None,
     ) -> None:
         self._collection = collection
+        # The collection's log position, when it lives on an embedded Chroma path (None:
+        # a server, a client the caller made, in memory).
+        self._log = (
+            None if chroma_path is None else LogPosition(chroma_path, str(collection.chroma.id))
+        )
+        # The log position when the index was last known in step with the collection,
+        # carried through this process's own writes (see writing): while the collection
+        # reads the same, the index is in step, and closing stores it for the next open.
+        self._in_step_position: str | None = None
         self._late_commits = late_commits
         # Every write stamped up to this time (this process's clock) that the collection
         # holds is in the index as the collection holds it (None: not known; see above).
@@ -97,28 +102,34 @@ class IndexSync:
         self.check_seconds = 0.0  # how long the last check took (see _CHECK_SHARE)
         # The collection's write marker when a check last found the index in step: while
         # it reads the same, nobody wrote since, and a check has nothing to find.
-        self._in_step_at: int | None = None
+        self._in_step_marker: int | None = None
         # The same, as the path owner's count of the writes that can touch the collection
         # (:meth:`WriteCounts.begun_on_share`): unlike the marker, writes elsewhere on the
         # path (other namespaces) leave it alone; kept when a namespace closes, so that
         # opening it again needs no read of the collection while it is unchanged.
-        self.in_step_mark: int | None = None
+        self.in_step_write_count: int | None = None
         self._checking = threading.Lock()  # at most one background check in flight
         self._writes = 0
         self.closed = False
         self._warm_thread: threading.Thread | None = None
         self._warmed = 0  # memories the warming fill has read so far
         self._to_warm = 0  # memories in the collection when it started
+        self._comparing: Future[None] | None = None  # see _compare_in_background
+        # The open found the collection's log position behind the index's: a backup was
+        # put back, and the next sync re-reads every memory.
+        self._restored = False
 
     # --- opening ---------------------------------------------------------------------------
 
     def open(self, *, reconcile: bool, warm_above: int) -> None:
         """The check a store makes when it opens. An index that must be filled from
-        scratch with many memories warms in the background; otherwise the index catches
-        up what changed since its watermark, at once. ``reconcile``: compare ids at once
-        (else in the background, when the index was kept from an earlier open: deletes
-        made meanwhile by others are then reconciled within a moment). ``warm_above``:
-        the setting ``warm_in_background``."""
+        scratch with many memories warms in the background. An index kept from an
+        earlier open whose stored log position is the collection's is in step as it is
+        (nothing read). Otherwise a large index is compared with the collection in the
+        background, while it answers searches, and a small one catches up what changed
+        since its watermark at once. ``reconcile``: then compare ids at once too (else
+        in the background: deletes made meanwhile by others are reconciled within a
+        moment). ``warm_above``: the setting ``warm_in_background``."""
         with self._lock:
             index, collection = self._index, self._collection
             fresh = index.get_state("collection_id") != collection.id
@@ -131,9 +142,38 @@ class IndexSync:
                     )
                     self._warm_thread.start()
                     return
-        self.rebuilding_on_damage(lambda: self.sync(reconcile=reconcile or fresh))
-        if not (reconcile or fresh):
+            if not fresh and self._resume_at_position():
+                return
+            if not fresh and index.count() > warm_above:
+                # A large index kept from an earlier open, whose collection may have
+                # changed behind its back: compared in the background while searches
+                # answer from it (the vector leg reads the collection as it is).
+                self._compare_in_background()
+                return
+        restored, self._restored = self._restored, False
+        self.rebuilding_on_damage(
+            lambda: self.sync(reconcile=reconcile or fresh or restored, full=restored)
+        )
+        if not (reconcile or fresh or restored):
             self._reconcile_in_background()
+
+    def _compare_in_background(self) -> None:
+        """A full catch-up and comparison of ids on the pool, the index answering
+        searches meanwhile; the periodic check waits for it (:meth:`maybe_sync`)."""
+        self.last_check = time.monotonic()
+
+        restored, self._restored = self._restored, False
+
+        def run() -> None:
+            if not self.closed:
+                self.rebuilding_on_damage(lambda: self.sync(reconcile=True, full=restored))
+
+        self._comparing = self._pool.submit(run)
+        self._comparing.add_done_callback(log_failure)
+
+    def comparing(self) -> bool:
+        """Whether the comparison an open started in the background is under way."""
+        return self._comparing is not None and not self._comparing.done()
 
     def _reconcile_in_background(self) -> None:
         """Compare ids with the collection on the pool. The collection's ids (a read
@@ -155,91 +195,26 @@ class IndexSync:
                 self.rebuilding_on_damage(compare)
 
         future = self._pool.submit(run)
-        future.add_done_callback(_log_failure)
+        future.add_done_callback(log_failure)
 
     # --- warming: a fill from scratch in the background --------------------------------
 
-    def warming(self) -> str | None:
-        """Why the keyword and tag legs cannot answer yet (None: they can)."""
-        thread = self._warm_thread
-        if thread is None or not thread.is_alive():
-            return None
-        return (
-            f"the keyword index is warming ({self._warmed} of about {self._to_warm} memories "
-            "read): answered from the vector leg only"
-        )
-
-    def wait_warm(self) -> None:
-        """Return once the index is warm (at once when it is, or on the warming thread).
-        Not waited for under the write lock, which the fill takes for each page."""
-        thread = self._warm_thread
-        if thread is None or thread is threading.current_thread():
-            return
-        if getattr(self._lock, "_is_owned", lambda: False)():
-            # A write that met a damaged index, under the write lock: waiting would never
-            # end (the fill takes the lock for each page); its repair runs beside the fill.
-            return
-        thread.join()
-
     def stop(self) -> None:
-        """On close: stop a fill in progress (the next open starts it again)."""
+        """On close: stop a fill in progress (the next open starts it again), and store
+        the collection's log position if the index is known to be in step with it, so
+        that the next open reads nothing of the collection."""
         self.closed = True
         self.wait_warm()
+        try:
+            self._keep_position_if_unchanged()
+        except (sqlite3.Error, StoreError) as exc:  # the next open compares instead
+            log.debug("the keyword index's log position was not stored: %s", exc)
 
     def wait_checks(self) -> None:
         """After :meth:`stop`: return once no background check of this index is queued
         or running (one queued finds it closed and returns at once)."""
         with self._checking:
             pass
-
-    def _warm(self) -> None:
-        try:
-            with self._index.file.filling(lambda: self.closed):
-                if not self.closed:
-                    self.rebuilding_on_damage(self._fill)
-        except Exception as exc:
-            # The next call checks first (and fills in the foreground) and raises.
-            log.warning("keyword index warming failed: %s", exc)
-            self.last_check = -math.inf
-
-    def _fill(self) -> None:
-        """Fill the index from scratch, a page at a time, each page read and written under
-        the write lock (so that this process's writes and the fill never cross); pages
-        read by offset may skip or repeat memories that others add or delete meanwhile:
-        what changed since the fill began is caught up, and ids reconciled, at the end."""
-        index, collection = self._index, self._collection
-        if index.get_state("collection_id") == collection.id:  # filled by another process
-            self.sync(reconcile=True)
-            return
-        started = now_timestamp() - _CLOCK_SLACK
-        with self._lock:
-            index.clear()
-            self.settled = None
-            self.in_step_mark = None
-        pages = collection.rows(None)
-        while not self.closed:
-            # Each page is read outside the index's write transaction (unlike other
-            # copies, :func:`_copy_all`): searches answer from the vector leg meanwhile and
-            # read memories from the index, which a page read of a large collection would
-            # hold up. A page that an update or delete overtook is put right below.
-            with self._lock:
-                page = next(pages, None)
-                if page is None:
-                    break
-                index.upsert(page)
-            self._warmed += len(page)
-        if self.closed:
-            return
-        with self._lock:
-            read_started = now_timestamp()
-            _copy_all(index, collection.rows({UPDATED_KEY: {"$gt": started}}))
-            self._reconcile()
-            index.set_state("collection_id", collection.id)
-            self._settle(read_started, persist=True)
-            self.last_check = time.monotonic()
-            self._tags.invalidate()
-
-    # --- catching up --------------------------------------------------------------------
 
     def sync(self, *, full: bool = False, reconcile: bool = False) -> None:
         """See :meth:`HybridMemory.sync`."""
@@ -249,7 +224,8 @@ class IndexSync:
             started = now_timestamp()  # before the reads (see the class's docstring)
             index, collection = self._index, self._collection
             marker = collection.writes.file_version()  # before the reads: a write after it shows
-            mark = collection.writes.begun_on_share()  # the same, counted (see in_step_mark)
+            mark = collection.writes.begun_on_share()  # the same, counted (see in_step_write_count)
+            position = self._position()  # the same, as Chroma's log tells it
             changed = emptied = False
             if index.get_state("collection_id") != collection.id:
                 if index.count():  # a new file (a new namespace's) has nothing to clear
@@ -273,8 +249,8 @@ class IndexSync:
             # Its vectors too when the search that follows compares them all (see
             # VectorLeg.share_vectors), which would read them again.
             keep_vectors = whole_share and held <= collection.compare_all
-            pages = _Counted(collection.rows(where, keep_vectors=keep_vectors), ids=whole_share)
-            copied = _copy_all(index, pages, changed_only=not full)
+            pages = Counted(collection.rows(where, keep_vectors=keep_vectors), ids=whole_share)
+            copied = copy_all(index, pages, changed_only=not full)
             changed = copied > 0 or changed
             self._settle(started, persist=True)
             lagging = set(index.lagging)
@@ -291,72 +267,20 @@ class IndexSync:
                     self._reconcile(pages.ids if whole_share and pages.whole else None) or changed
                 )
                 if lagging:  # their rows were rewritten (or removed) by the reconcile
-                    _copy_all(index, collection.rows_by_id(sorted(lagging)))
+                    copy_all(index, collection.rows_by_id(sorted(lagging)))
                     index.lagging -= lagging
                 in_step = not index.lagging  # ids compared: what the reads saw, exactly
             elif not changed:  # a check, as the periodic one (see _CHECK_SHARE)
                 self.check_seconds = time.perf_counter() - clock
-                self._in_step_at = marker
+                self._in_step_marker = marker
                 in_step = True
-            self.in_step_mark = mark if in_step else None
+            self.in_step_write_count = mark if in_step else None
+            if in_step:
+                self._in_step_marker = marker
+                self._keep_position(position)
             self.last_check = time.monotonic()
             if changed:  # another process's write may have added or removed tags
                 self._tags.invalidate()
-
-    def maybe_sync(self, interval: float) -> None:
-        """The periodic check: due every ``interval`` seconds (or 20 times as long as the
-        last check took, if longer), run in the background unless the index may be far
-        behind (no check started for two of those) or the interval is 0."""
-        now = time.monotonic()
-        since = now - self.last_check
-        if interval:
-            interval = max(interval, _CHECK_SHARE * self.check_seconds)
-        if since < interval or self.warming():
-            return
-        if interval and self._nothing_written():
-            self.last_check = now
-            self._settle(now_timestamp())  # nobody wrote since the index was in step
-            return
-        if interval == 0 or since >= 2 * interval:
-            self._sync_unless_full()
-        elif self._checking.acquire(blocking=False):
-            # The interval counts from the check's start, finished or not; a check
-            # that fails or cannot tell gives the time back: the next call asks again.
-            previous, self.last_check = self.last_check, now
-            try:
-                self._pool.submit(self._check_in_background, previous, now)
-            except RuntimeError:  # the store was closed
-                self.last_check = previous
-                self._checking.release()
-
-    def _check_in_background(self, previous: float, started: float) -> None:
-        try:
-            if self.closed:
-                return
-            writes = self._writes
-            marker = self._collection.writes.file_version()  # before: a write after it shows
-            read_started = now_timestamp()
-            clock = time.perf_counter()
-            behind = writes % 2 == 0 and self._behind()
-            if writes % 2 == 0:
-                self.check_seconds = time.perf_counter() - clock
-            if writes % 2 or self._writes != writes:
-                # This process wrote meanwhile, between the collection and the index:
-                # the answer may be wrong either way. Ask again at the next call.
-                if self.last_check == started:
-                    self.last_check = previous
-            elif behind:
-                self.rebuilding_on_damage(self.sync)
-            else:
-                self._in_step_at = marker
-                self._settle(read_started)
-        except Exception:
-            # Chroma unreachable, say: the next call starts another check, and once no
-            # check succeeded for two intervals, calls check themselves and raise.
-            if self.last_check == started:
-                self.last_check = previous
-        finally:
-            self._checking.release()
 
     def _since(self) -> float | None:
         """Where a catch-up starts reading (the rows stamped after it): the index's
@@ -381,106 +305,6 @@ class IndexSync:
             self.settled = point
             if persist:
                 self._index.set_state(_SETTLED_KEY, repr(point))
-
-    def _nothing_written(self) -> bool:
-        """Whether nobody (this process included) wrote to the collection since a check
-        last found the index in step with it, as the path owner's count of writes or the
-        write marker tells (which only an embedded store has)."""
-        mark = self.in_step_mark
-        if mark is not None and self._collection.writes.begun_on_share() == mark:
-            return True
-        marker = self._in_step_at
-        return marker is not None and self._collection.writes.file_version() == marker
-
-    def resume(self, mark: int) -> bool:
-        """Take the index as in step, without reading the collection, if it was at
-        ``mark`` (:attr:`in_step_mark`, when the namespace closed) and no write that can
-        touch the collection began since (the mark reads the same), and the index file is
-        still this collection's; False (nothing done) otherwise, or when the file cannot
-        be read: the caller syncs (which repairs a damaged file)."""
-        try:
-            return self._resume(mark)
-        except sqlite3.DatabaseError:
-            return False
-
-    def _resume(self, mark: int) -> bool:
-        with self._lock:
-            index, collection = self._index, self._collection
-            if (
-                collection.writes.begun_on_share() != mark
-                or index.lagging
-                or index.get_state("collection_id") != collection.id
-            ):
-                return False
-            self.in_step_mark = mark
-            self.last_check = time.monotonic()
-            self._settle(now_timestamp())
-            return True
-
-    @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        """Marks a write of this process to the collection and then the index (under the
-        write lock), for the background check.
-
-        The write also keeps a check's finding that the index is in step, when the store
-        was in step before it and nobody else wrote meanwhile: this process owns the
-        embedded path, and neither its other stores nor other processes (whose writes
-        it runs) wrote, so every commit to the path since was this write's, both halves
-        of which are done here. Without this, each write of a store's own made the next
-        check due, and a check (a Chroma count and filtered read: ~0.4 s at a million
-        memories) slowed the searches and writes beside it."""
-        in_step = self._in_step_at
-        others = None if in_step is None else self._collection.writes.begun_by_others()
-        unchanged = others is not None and self._collection.writes.file_version() == in_step
-        mark = self.in_step_mark
-        counted = mark is not None and self._collection.writes.begun_on_share() == mark
-        own = self._collection.writes.own_record_writes
-        began = now_timestamp()
-        self._writes += 1
-        try:
-            yield
-            # In step after it too if every write begun meanwhile that can touch the
-            # collection was this one's (a namespace's: on its share).
-            after = self._collection.writes.begun_on_share() if counted else None
-            if mark is not None and self.in_step_mark == mark:
-                if (
-                    after is not None
-                    and after - mark == self._collection.writes.own_record_writes - own
-                ):
-                    self.in_step_mark = after
-                else:
-                    self.in_step_mark = None
-            if unchanged:
-                marker = self._collection.writes.file_version()
-                # Counted after the marker is read: another's write counted later than
-                # this commits later too, and moves the marker again.
-                if (
-                    self._collection.writes.begun_by_others() == others
-                    and self._in_step_at == in_step
-                ):
-                    self._in_step_at = marker
-                    self._settle(began)
-        finally:
-            self._writes += 1
-
-    def _behind(self) -> bool:
-        """Whether :meth:`sync` would find anything to do, asked without the write lock,
-        so that a check finding nothing (the usual answer) never holds up a write. The
-        answer holds only if this process wrote nothing meanwhile (see :meth:`writing`)."""
-        index, collection = self._index, self._collection
-        if index.lagging or index.get_state("collection_id") != collection.id:
-            return True
-        since = self._since()
-        if since is not None:
-            where = self._unseen(since)
-            if where is not None:
-                if collection.any_passing(where):  # one id read, at most
-                    return True
-            else:
-                stamps = collection.updated_at_after(since, UPDATED_KEY)
-                if index.updated_at(list(stamps)) != stamps:
-                    return True
-        return index.count() != collection.count()
 
     def _unseen(self, since: float) -> dict[str, Any] | None:
         """Chroma's ``where`` for the records stamped after ``since`` at a version the
@@ -517,115 +341,7 @@ class IndexSync:
         stale = indexed - in_collection
         removed = self._index.delete(stale, unless=self._collection.existing) if stale else 0
         missing = sorted(in_collection - indexed)
-        _copy_all(self._index, self._collection.rows_by_id(missing))
+        copy_all(self._index, self._collection.rows_by_id(missing))
         return bool(removed or missing)
 
     # --- damage ----------------------------------------------------------------------------
-
-    def recover(self, error: sqlite3.DatabaseError) -> None:
-        """The one decision on an error of the keyword index: damage (:func:`is_damage`)
-        is repaired (the index reopened and refilled from the collection: it is derived
-        state) and the caller may carry on; any other error is raised as StoreError."""
-        if not is_damage(error):
-            raise index_failure(self._index.path, error) from error
-        self.wait_warm()  # before the write lock, which the warming fill takes
-        with self._lock:
-            self._index.reset(error)
-            self.sync(reconcile=True)
-            self._tags.invalidate()
-
-    def _sync_unless_full(self) -> None:
-        """A catch-up before a call, which does not fail the call when the index finds no
-        room on disk: a search then answers from the index as it is (the collection
-        answers for the memories it lags on, see :meth:`index_lags`); the next check
-        tries again."""
-        try:
-            self.rebuilding_on_damage(self.sync)
-        except StoreError as exc:
-            if not is_full(exc.__cause__ or exc):
-                raise
-            log.warning("the keyword index could not catch up: %s", exc)
-            self.last_check = time.monotonic()
-
-    def after_collection_write(self, ids: Iterable[str], work: Callable[[], object]) -> None:
-        """``work``, the index half of a write the collection took (so the write stands,
-        whatever happens here): on damage, a rebuild stands in for it; when the index
-        finds no room on disk, the ids are noted as lagging (:meth:`index_lags`)."""
-        try:
-            self.rebuilding_on_damage(work)
-        except StoreError as exc:
-            if not is_full(exc.__cause__ or exc):
-                raise
-            self.index_lags(ids, exc)
-
-    def index_lags(self, ids: Iterable[str], error: BaseException) -> None:
-        """The collection took a write of ``ids`` whose index half found no room on disk.
-        The write stands (the collection is the one source of truth, and the caller is
-        told it succeeded); the index answers for these ids from the collection until a
-        reconcile rewrote them, which every check runs while any are lagging."""
-        first = not self._index.lagging
-        self._index.lagging.update(ids)
-        self._in_step_at = None
-        self.in_step_mark = None
-        if first:  # once per spell, not per write
-            log.warning(
-                "stored in the collection, but the keyword index lags until it has room: %s",
-                error if isinstance(error, StoreError) else index_failure(self._index.path, error),
-            )
-
-    def rebuilding_on_damage(self, work: Callable[[], object]) -> None:
-        """Index work whose result a rebuild from the collection gives too (a sync, or an
-        index write after the collection took the write): on damage, the rebuild stands
-        in for it."""
-        try:
-            work()
-        except sqlite3.DatabaseError as exc:
-            self.recover(exc)
-
-
-class _Counted:
-    """Pages of the collection's records, counted as they are read: :attr:`whole` when
-    they came in one page that was not full (one read saw them all, at one moment)."""
-
-    def __init__(self, pages: Iterator[list[IndexRow]], *, ids: bool = False) -> None:
-        self._pages = pages
-        self.read = 0
-        self.last = 0
-        self._keep_ids = ids
-        self.ids: set[str] = set()  # of every record read, when ``ids``
-
-    def __iter__(self) -> Iterator[list[IndexRow]]:
-        return self
-
-    def __next__(self) -> list[IndexRow]:
-        page = next(self._pages)
-        self.read += 1
-        self.last = len(page)
-        if self._keep_ids:
-            self.ids.update(row.id for row in page)
-        return page
-
-    @property
-    def whole(self) -> bool:
-        return self.read <= 1 and self.last < PAGE
-
-
-def _copy_all(
-    index: KeywordIndex, pages: Iterator[list[IndexRow]], *, changed_only: bool = False
-) -> int:
-    """Copy the collection's records into the index a page at a time, each page read
-    inside the index's write transaction (:meth:`KeywordIndex.copy_in`): how many.
-    ``changed_only``: only those whose ``updated_at`` differs from the index's (or that
-    it lacks)."""
-    copied = 0
-    read = lambda: next(pages, None)  # noqa: E731
-    while (page_copied := index.copy_in(read, changed_only=changed_only)) is not None:
-        copied += page_copied
-    return copied
-
-
-def _log_failure(future: Future[None]) -> None:
-    """A background reconcile that failed (the server unreachable, say): the periodic
-    check tries again; nothing to raise to."""
-    if not future.cancelled() and future.exception() is not None:
-        log.debug("background reconcile failed: %s", future.exception())

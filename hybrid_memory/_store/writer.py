@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hybrid_memory._embedding.embedders import Embedder, document_matrix
-from hybrid_memory._keyword.file import is_full
+from hybrid_memory._keyword.damage import is_full
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._model.filters import Node, chroma_part, matches, to_chroma
@@ -47,6 +47,7 @@ from hybrid_memory._model.write_outcomes import (
 from hybrid_memory._process.heap import release_after_write
 from hybrid_memory._store.collection import ChromaCollection
 from hybrid_memory._store.recent_vectors import RecentVectors
+from hybrid_memory._store.similar import SimilarCheck
 from hybrid_memory._store.sync import IndexSync
 
 
@@ -78,13 +79,15 @@ class Writer:
         upsert: bool,
         allow_duplicates: bool,
         sync_interval: float,
+        similar: SimilarCheck | None = None,
     ) -> WriteReport:
         """Store ``memories``; their ids in order, each with what was done with it
         (decided here, under the write lock, so two writers of one text cannot both be
         told "added"). Without an id, a memory whose exact text is stored already is not
         stored again (unless ``allow_duplicates``): its id is returned as a
         ``"duplicate"``; one written by the same call counts too. With an id that
-        exists (``upsert``), the memory is ``"replaced"``; the rest are ``"added"``."""
+        exists (``upsert``), the memory is ``"replaced"``; the rest are ``"added"``, or
+        ``"similar"`` when ``similar`` finds memories saying nearly the same."""
         explicit = [i for i in memories.ids if i is not None]
         if not upsert:
             seen: set[str] = set()
@@ -124,14 +127,15 @@ class Writer:
                     if not allow_duplicates:
                         known[digest] = new_id
             if to_write:
-                self._write(memories, to_write, existing)
-            return WriteReport(results)
+                self._write(memories, to_write, existing, similar)
+            return WriteReport(results if similar is None else similar.told(results))
 
     def _write(
         self,
         memories: PendingMemories,
         to_write: dict[str, int],
         existing: Mapping[str, Mapping[str, Any]],
+        similar: SimilarCheck | None = None,
     ) -> None:
         """Write the memories ``to_write`` (id → position) one Chroma batch at a time:
         each batch is validated again, embedded, turned into index rows and written
@@ -152,7 +156,7 @@ class Writer:
         for operation, part in (("add", generated), ("upsert", chosen)):
             for start in range(0, len(part), step):
                 batch = [(i, memories.memory(p)) for i, p in part[start : start + step]]
-                created = self._write_records(operation, batch, existing, created)
+                created = self._write_records(operation, batch, existing, created, similar)
                 # What the batch freed in C goes back to the OS before the next one,
                 # rather than staying resident as free heap (hybrid_memory._process.heap).
                 release_after_write(len(batch))
@@ -163,14 +167,19 @@ class Writer:
         batch: Sequence[tuple[str, NewMemory]],
         existing: Mapping[str, Mapping[str, Any]],
         created_at: float | None,
+        similar: SimilarCheck | None = None,
     ) -> float:
         """Embed, store and index one batch, and note its tags. Stamped (``updated_at``)
         once embedded, just before its one Chroma request (what the catch-up of other
         processes relies on: :class:`~hybrid_memory._store.sync.IndexSync`). New memories are
         created at ``created_at``, the call's first stamp (this one's when None), which
-        is returned."""
+        is returned. ``similar`` checks the batch once embedded."""
         vectors = document_matrix(self._embedder, [m.text for _, m in batch])
         self._collection.check_dimension(vectors)
+        if similar is not None:
+            batch, vectors = similar.check(self._collection, batch, vectors, existing)
+            if not batch:  # every one skipped
+                return now_timestamp() if created_at is None else created_at
         now = now_timestamp()
         first = now if created_at is None else created_at
         rows: list[IndexRow] = []
@@ -340,9 +349,13 @@ class Writer:
         return DeleteReport(unique)
 
     def _note_tags(self, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
-        """Keep the tag cache in step with a write of this process: tags taken off a
-        memory may have lost their last carrier (reload); added ones are merged in."""
-        if removed:
-            self._tags.invalidate()
-        else:
-            self._tags.add({tag for tags in written for tag in tags})
+        note_tags(self._tags, written, removed)
+
+
+def note_tags(cache: TagCache, written: Iterable[Iterable[str]], removed: Sequence[str]) -> None:
+    """Keep the tag ``cache`` in step with a write of this process: tags taken off a
+    memory may have lost their last carrier (reload); added ones are merged in."""
+    if removed:
+        cache.invalidate()
+    else:
+        cache.add({tag for tags in written for tag in tags})

@@ -6,6 +6,8 @@ embedding (a memory's own text finds it at similarity 1, so a vector miss is a r
 miss) and answers one JSON command per line:
 
 - ``{"op": "role"}``: ``{"owner": bool}``, whether this process owns the path;
+- ``{"op": "add", "text", "metadata", "on_similar"}``: the add's id, outcome, whether
+  it stored, and the similar memories it found (``[[id, similarity], ...]``);
 - ``{"op": "add_many", "texts": [...]}``, ``{"op": "update", "id", "text"}``,
   ``{"op": "delete", "ids": [...]}``, ``{"op": "count"}``, ``{"op": "sync"}``;
 - ``{"op": "find", "text": ..., "token": ...}``: the ranks of the memory whose text is
@@ -85,6 +87,18 @@ class Agent:
             return {"owner": memory._parts.collection._ownership.is_owner}
         if op == "add_many":
             return memory.add_many(command["texts"])
+        if op == "add":
+            added = memory.add(
+                command["text"],
+                metadata=command.get("metadata"),
+                on_similar=command.get("on_similar"),
+            )
+            return {
+                "id": added.id,
+                "outcome": added.outcome,
+                "stored": added.stored,
+                "similar": [list(found) for found in added.similar],
+            }
         if op == "update":
             memory.update(command["id"], text=command["text"])
             return True

@@ -193,9 +193,10 @@ def test_paired_workers_take_turns_and_report_every_round(tmp_path: Path) -> Non
     assert kept == ["chroma-disk-200", "chroma-disk-200-2", "ours-disk-200", "ours-disk-200-2"]
     store = tmp_path / "kept" / "ours-disk-200" / "store"
     assert (store / "chroma.sqlite3").is_file()
-    # A kept store reopened: its postings built, then its most carried tags' first searches.
+    # A kept store reopened by its owner: the first searches of its three most carried tags.
+    opener = [sys.executable, str(SCRIPT.parent / "reopened_store.py"), str(store)]
     reopened = subprocess.run(
-        [sys.executable, str(SCRIPT.parent / "reopened_store.py"), str(store), "--tags", "3"],
+        [*opener, "--tags", "3", "--cases", "owner", "--settle", "0"],
         capture_output=True,
         text=True,
         env=env,
@@ -203,10 +204,12 @@ def test_paired_workers_take_turns_and_report_every_round(tmp_path: Path) -> Non
         check=False,
     )
     assert reopened.returncode == 0, reopened.stderr[-4000:]
-    assert "1200 memories" in reopened.stdout and "postings built" in reopened.stdout
-    lines = reopened.stdout.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("tag "))
-    assert len(lines[header + 1 : -1]) == 3, reopened.stdout
+    opened = json.loads(reopened.stdout)
+    assert len(opened["tags"]) == 3, opened
+    owner = opened["cases"]["owner"]
+    assert "error" not in owner, owner
+    assert len(owner["first_ms"]) == len(owner["again_ms"]) == 3, owner
+    assert owner["open_s"] > 0 and owner["first_search_tag_matched"] is True, owner
     refused = subprocess.run(
         [sys.executable, str(SCRIPT), "--n", "200", "--paired", "--peers", "--data", str(DATA)],
         capture_output=True,

@@ -84,7 +84,8 @@ def test_fallback_without_the_vector_leg_scores_by_coverage() -> None:
                 raise RuntimeError("embedding service down")
             return [[1.0, float(len(t))] for t in texts]
 
-    with HybridMemory(embedding=Failing()) as memory:
+    # Its vectors all point nearly one way: collapsed, the two would be one hit.
+    with HybridMemory(embedding=Failing(), collapse_similar=False) as memory:
         memory.add_many(["Bob is allergic to peanuts", "Bob likes tea"])
         result = memory.search("Bob peanuts")
         assert result.fallback_mode

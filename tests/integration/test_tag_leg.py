@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._keyword.bm25 import STOPWORDS
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.query_words import STOPWORDS
 from hybrid_memory._keyword.tag_index import TagMatch
 from hybrid_memory._model.filters import Node
 from hybrid_memory._model.tags import words

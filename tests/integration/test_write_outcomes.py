@@ -31,7 +31,9 @@ def test_other_metadata_or_allow_duplicates_adds(memory: HybridMemory) -> None:
     first = memory.add("Alice prefers dark mode", metadata={"user": "alice"})
     other = memory.add("Alice prefers dark mode", metadata={"user": "bob"})
     copy = memory.add("Alice prefers dark mode", metadata={"user": "alice"}, allow_duplicates=True)
-    assert (first.outcome, other.outcome, copy.outcome) == ("added", "added", "added")
+    # Not duplicates: stored. The same words all the same: reported similar to the first.
+    assert (first.outcome, other.outcome, copy.outcome) == ("added", "similar", "similar")
+    assert other.stored and copy.stored and other.similar[0] == (first, pytest.approx(1.0))
     assert len({first, other, copy}) == 3
 
 

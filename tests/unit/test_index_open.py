@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hybrid_memory._keyword import file as file_module
-from hybrid_memory._keyword.file import create_schema
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.schema import create_schema
 from hybrid_memory._keyword.template import write_empty
 from hybrid_memory._keyword.writes import _POWERS, create_batch_tables
 from hybrid_memory._model.records import IndexRow

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._keyword.bm25 import match_expression, query_words
-from hybrid_memory._keyword.file import SCHEMA_VERSION
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.query_words import match_expression, query_words
+from hybrid_memory._keyword.schema import SCHEMA_VERSION
 from hybrid_memory._model.errors import InvalidInputError
 from hybrid_memory._model.filters import parse_filter
 from hybrid_memory._model.records import IndexRow

@@ -310,7 +310,7 @@ def _built_aside(index: KeywordIndex) -> None:
     which FTS5 answers meanwhile) and wait for it: its next search takes them."""
     index.search("memory", 5)
     assert index.keywords.postings is None
-    thread = index.keywords._aside
+    thread = index.keywords.keeper._aside
     assert thread is not None
     thread.join()
 

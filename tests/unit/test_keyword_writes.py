@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from hybrid_memory._keyword import index as keyword
-from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.query_words import query_words
 from hybrid_memory._keyword.writes import batch_json
 from hybrid_memory._model.filters import parse_filter
 from hybrid_memory._model.records import IndexRow

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from hybrid_memory import AddResult, DeleteReport, WriteReport
+from hybrid_memory import AddResult, DeleteReport, SimilarMemory, WriteReport
 
 
 def test_an_add_result_is_its_id() -> None:
@@ -73,3 +73,35 @@ def test_a_delete_report_is_the_count_with_the_ids() -> None:
     again = pickle.loads(pickle.dumps(report))
     assert type(again) is DeleteReport and (again, again.ids) == (2, ("a", "b"))
     assert DeleteReport(()) == 0 and DeleteReport(()).ids == ()
+
+
+def test_a_similar_result_names_what_it_found_and_whether_it_stored() -> None:
+    kept = AddResult("new", "similar", [("old", 0.97)], stored=True)
+    assert kept == "new" and kept.outcome == "similar" and kept.stored
+    assert kept.similar == (SimilarMemory("old", 0.97),)
+    assert kept.similar[0].id == "old" and kept.similar[0].similarity == 0.97
+    skipped = AddResult("old", "similar", [SimilarMemory("old", 0.97)], stored=False)
+    for again in (pickle.loads(pickle.dumps(skipped)), copy.deepcopy(skipped)):
+        assert type(again) is AddResult
+        assert (again, again.outcome, again.similar, again.stored) == skipped_fields(skipped)
+    # The stored flag follows the outcome when not given.
+    assert AddResult("a", "added").stored and AddResult("a", "replaced").stored
+    assert not AddResult("a", "duplicate").stored and AddResult("a", "added").similar == ()
+
+
+def skipped_fields(result: AddResult) -> tuple[object, ...]:
+    return (result.id, result.outcome, result.similar, result.stored)
+
+
+def test_a_write_report_gathers_the_similar_and_counts_what_was_stored() -> None:
+    report = WriteReport(
+        [
+            AddResult("a", "added"),
+            AddResult("b", "similar", [("a", 0.99)], stored=True),
+            AddResult("a", "similar", [("a", 0.98)], stored=False),
+        ]
+    )
+    assert report.added == ("a",) and report.similar == ("b", "a")
+    assert report.written == 2
+    again = pickle.loads(pickle.dumps(report))
+    assert again.results[1].similar == (SimilarMemory("a", 0.99),)

@@ -1,4 +1,4 @@
-"""The default tokenizer's terms computed without SQL (hybrid_memory._keyword.porter) are
+"""Porter's stem of a plain word as the studies compute it (benchmarks/_porter.py) is
 exactly FTS5's: compared word by word with a real SQLite FTS5 table."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from hybrid_memory._keyword import porter
-from hybrid_memory._keyword.porter import DEFAULT_TOKENIZER, plain_term, stem
+from benchmarks import _porter as porter
+from benchmarks._porter import DEFAULT_TOKENIZER, plain_term, stem
 from hybrid_memory._model.settings import HybridMemorySettings
 from tests.conftest import SHARED_DATA
 

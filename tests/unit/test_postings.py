@@ -14,11 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hybrid_memory._keyword import memory_ids as memory_ids_module
 from hybrid_memory._keyword import postings as postings_module
-from hybrid_memory._keyword import reads as reads_module
-from hybrid_memory._keyword.bm25 import query_words
+from hybrid_memory._keyword import row_names
+from hybrid_memory._keyword.bm25_scores import best_first, bm25_idf
 from hybrid_memory._keyword.index import KeywordIndex
-from hybrid_memory._keyword.postings import Postings, Tokens, best_first, bm25_idf, term_frequencies
+from hybrid_memory._keyword.numpy_top import holding_all, holding_each
+from hybrid_memory._keyword.postings import Postings
+from hybrid_memory._keyword.query_words import query_words
+from hybrid_memory._keyword.tokens import Tokens, term_frequencies
 from hybrid_memory._keyword.writes import next_rowid
 from hybrid_memory._model.filters import parse_filter
 from hybrid_memory._model.records import IndexRow
@@ -299,18 +303,18 @@ def test_which_rows_hold_each_term_as_holding_all_says_term_by_term() -> None:
     postings.remove(list(range(1, 500, 3)))  # some rows gone
     asked = np.array([*rng.integers(-5, 520, size=200), 0, 499, 10**6])
     terms = [*WORDS, "never"]
-    each = postings.holding_each(terms, asked)
+    each = holding_each(postings, terms, asked)
     assert each.shape == (len(terms), len(asked))
     gone = set(range(1, 500, 3))
     for position, term in enumerate(terms):
-        expected = np.isin(asked, postings.holding_all([term], asked))
+        expected = np.isin(asked, holding_all(postings, [term], asked))
         assert each[position].tolist() == expected.tolist()
         # and what was written says the same (int64 rows, some out of range, against
         # the postings' narrower row ids)
         truth = set(occurrences.get(term, np.zeros(0)).tolist()) - gone
         assert each[position].tolist() == [int(r) in truth for r in asked]
     assert not each[-1].any()
-    assert postings.holding_each(terms, np.zeros(0, dtype=np.int64)).shape == (len(terms), 0)
+    assert holding_each(postings, terms, np.zeros(0, dtype=np.int64)).shape == (len(terms), 0)
 
 
 # --- the same ranking as FTS5 --------------------------------------------------------------
@@ -587,14 +591,14 @@ def test_rows_are_named_by_their_memory_ids_whatever_their_length() -> None:
     assert postings.ids_of([1, 5, 10]) == {1: ids[1], 5: ids[5]}
     with pytest.raises(ValueError, match="not in the postings"):
         postings.name([5001], ["later"])
-    # An id whose first 32 bytes are a stored one's is not that one, even when the
-    # hashes say so.
-    with patch.object(postings_module, "hash", lambda _: 7, create=True):
-        alone = Postings()
-        alone.add(np.array([1]), tokens([("a", np.array([1]))]))
-        alone.name([1], ["x" * 32])
-        alone._merge_recent()
-        assert alone.rows_of(["x" * 32, "x" * 40]) == {"x" * 32: 1}
+    # An id whose first 32 bytes are a stored one's is not that one, before the recent
+    # ids are merged into the sorted ones and after.
+    alone = Postings()
+    alone.add(np.array([1]), tokens([("a", np.array([1]))]))
+    alone.name([1], ["x" * 32])
+    assert alone.rows_of(["x" * 32, "x" * 40]) == {"x" * 32: 1}
+    alone.names._merge_recent(alone.live)
+    assert alone.rows_of(["x" * 32, "x" * 40]) == {"x" * 32: 1}
     with pytest.raises(ValueError, match="2 rows but 1 ids"):
         postings.name([10, 11], ["m10"])
 
@@ -613,19 +617,14 @@ IDS = ["a", "b", "d", "é" * 20, "x" * 32, "x" * 40, "y\0"]
         ),
         max_size=25,
     ),
-    collide=st.booleans(),
 )
 def test_ids_and_rows_follow_every_write_as_a_dict_would(
-    steps: list[tuple[str, list[str]]], collide: bool
+    steps: list[tuple[str, list[str]]],
 ) -> None:
     """Named rows looked up both ways through writes (an id written again moves to a new
-    row), removals, merges of the recent ids into the sorted hashes, and hashes that
-    all collide."""
+    row), removals, and merges of the recent ids into the sorted ones."""
     postings, model, row = Postings(), {}, 0
-    with (
-        patch.object(postings_module, "_MERGE_MIN", 3),
-        patch.object(postings_module, "hash", (lambda _: 7) if collide else hash, create=True),
-    ):
+    with patch.object(row_names, "_MERGE_MIN", 3):
         for action, ids in steps:
             ids = list(dict.fromkeys(ids))
             if action == "remove":
@@ -679,7 +678,7 @@ def test_ranked_rows_are_named_without_sql(tmp_path: Path) -> None:
         assert {i for i, _ in index.search("quasar", 10)} == {"theirs", mine}
     # Without postings (being built), the rows are named from the table.
     writer.keywords.postings = None
-    writer.keywords._built = None
+    writer.keywords.keeper._built = None
     assert writer.ids_cache.ids_of([1, 2]) == {1: "m0", 2: "m1"}
     assert writer.ids_cache.rowids_of(["m1", "theirs"]) == {"m1": 2, "theirs": 301}
     writer.close()
@@ -692,9 +691,9 @@ def test_a_full_id_cache_still_answers_every_id() -> None:
     index = KeywordIndex(None, TOKENIZER)
     index.upsert(random_rows(random.Random(9), 6))
     index.keywords.postings = None  # nothing named by the postings: remembered, else read
-    index.keywords._built = None
+    index.keywords.keeper._built = None
     ids = index.ids_cache
-    with patch.object(reads_module, "_KEPT_IDS", 4):
+    with patch.object(memory_ids_module, "_KEPT_IDS", 4):
         assert ids.ids_of([1, 2, 3]) == {1: "m0", 2: "m1", 3: "m2"}
         assert ids.ids_of([1, 2, 3, 4, 5]) == {1: "m0", 2: "m1", 3: "m2", 4: "m3", 5: "m4"}
         ids.clear()

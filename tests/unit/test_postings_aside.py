@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.query_words import query_words
 from hybrid_memory._model.records import IndexRow
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -54,7 +54,7 @@ def test_a_reopened_file_ranks_by_fts5_then_by_postings_that_caught_up(tmp_path:
     assert index.keywords.postings is None
     while_building = ranking(index, "wing shock")  # starts the build aside
     assert while_building
-    builder = index.keywords._aside
+    builder = index.keywords.keeper._aside
     assert builder is not None
     builder.join(timeout=60)
     assert not builder.is_alive()

@@ -16,16 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._keyword import postings as postings_module
-from hybrid_memory._keyword import scoring_kernel
-from hybrid_memory._keyword.postings import Postings, Tokens, best_first
+from hybrid_memory._keyword import compiled_top, postings_file, scoring_kernel
+from hybrid_memory._keyword.bm25_scores import best_first
+from hybrid_memory._keyword.postings import Postings
+from hybrid_memory._keyword.tokens import Tokens
 
 WORDS = ["wing", "flow", "shock", "layer", "heat", "drag", "lift", "cone"]
 
 
 @pytest.fixture(scope="module")
 def loops() -> Iterator[ModuleType]:
-    """The compiled loops: numba is a dependency, so not having them here is a failure.
+    """The compiled loops: numba comes with the dev extra, so not having them here is a failure.
     Each test says which path ranks (:func:`both_paths`, :func:`compiled`); afterwards the
     process's other tests rank through numpy again, as they would have without these."""
     loaded = scoring_kernel.load(timeout=120)
@@ -50,7 +51,7 @@ def compiled(loops: ModuleType) -> Iterator[None]:
 # of 5 tokens (most of these texts' rows past it, others not) and the default's.
 BLOCKS = pytest.mark.parametrize(
     ("block", "cap"),
-    [(4, 5), (postings_module._BLOCK, postings_module._LENGTH_CAP)],
+    [(4, 5), (compiled_top._BLOCK, postings_file.LENGTH_CAP)],
     ids=["4 rows, lengths capped at 5", "default"],
 )
 
@@ -121,8 +122,8 @@ def test_the_compiled_loops_give_the_numpy_paths_floats_to_the_bit(
     within: list[int] | None,
 ) -> None:
     with (
-        patch.object(postings_module, "_BLOCK", block),
-        patch.object(postings_module, "_LENGTH_CAP", cap),
+        patch.object(compiled_top, "_BLOCK", block),
+        patch.object(postings_file, "LENGTH_CAP", cap),
     ):
         run_store_life(loops, steps, queries, limit, within)
 
@@ -139,7 +140,7 @@ def run_store_life(
         rows = np.arange(postings.high + 1, postings.high + 1 + len(texts))
         postings.add(rows, tokens_of(rows, texts))
         postings.remove(removed)
-        if removed and len(postings) and postings._dead and removed[0] % 3 == 0:
+        if removed and len(postings) and postings.dead and removed[0] % 3 == 0:
             postings.compact()  # a compaction at any size, not only past the threshold
         for query in queries:
             expected, got = both_paths(postings, loops, "scores", query)
@@ -150,7 +151,7 @@ def run_store_life(
             expected, got = both_paths(postings, loops, "top", query, limit, asked)
             assert_identical(expected, got)
             # The totals are left all zeros: the next search starts clean.
-            assert not postings._totals.any() and not postings._block.any()
+            assert not postings.scratch.totals.any() and not postings.scratch.block.any()
 
 
 @BLOCKS
@@ -160,8 +161,8 @@ def test_hand_made_cases_where_a_wrong_loop_would_differ(
     """Rows far apart, a row in every list, a term repeated, tombstones within a list,
     scores that tie: each checked against the numpy path."""
     with (
-        patch.object(postings_module, "_BLOCK", block),
-        patch.object(postings_module, "_LENGTH_CAP", cap),
+        patch.object(compiled_top, "_BLOCK", block),
+        patch.object(postings_file, "LENGTH_CAP", cap),
     ):
         check_hand_made_cases(loops)
 
@@ -184,7 +185,7 @@ def test_rows_longer_than_a_postings_length_cap_score_as_the_numpy_path(
     assert kept_lengths(postings, "wing") == [4, 65_534, 65_535, 65_535, 65_535, 9]
     for query, limit in ((["wing"], 6), (["flow", "wing"], 3), (["cone", "wing"], 2)):
         with compiled(loops):
-            assert postings._best_rows(loops, query, limit)[0].size  # the loop itself
+            assert compiled_top._best_rows(postings, loops, query, limit)[0].size  # the loop
         assert_identical(*both_paths(postings, loops, "top", query, limit))
     postings.remove([2, 5])
     postings.compact()
@@ -215,7 +216,7 @@ def check_hand_made_cases(loops: ModuleType) -> None:
 
 def kept_lengths(postings: Postings, term: str) -> list[int]:
     """The row lengths kept with ``term``'s postings."""
-    return np.frombuffer(postings._lengths[term], dtype=np.uint16).tolist()
+    return np.concatenate([part.lengths for part in postings.parts(term)]).tolist()
 
 
 def test_a_search_cut_short_leaves_no_totals_behind(loops: ModuleType) -> None:
@@ -226,8 +227,8 @@ def test_a_search_cut_short_leaves_no_totals_behind(loops: ModuleType) -> None:
     postings.add(rows, tokens_of(rows, [WORDS[: 1 + r % 8] for r in range(40)]))
     expected = both_paths(postings, loops, "top", ["wing", "cone"], 5)[0]
     with compiled(loops):
-        assert postings._compiled_totals(loops, ["wing", "flow"])  # scored, not cleared
-        assert postings._totals.any()
+        assert compiled_top._totals(postings, loops, ["wing", "flow"])  # scored, not cleared
+        assert postings.scratch.totals.any()
         assert_identical(expected, postings.top(["wing", "cone"], 5))
 
 
@@ -247,7 +248,8 @@ def test_numba_is_imported_only_for_a_large_store() -> None:
         "import sys, numpy as np\n"
         "import hybrid_memory\n"
         "from hybrid_memory._keyword import scoring_kernel\n"
-        "from hybrid_memory._keyword.postings import Postings, Tokens\n"
+        "from hybrid_memory._keyword.postings import Postings\n"
+        "from hybrid_memory._keyword.tokens import Tokens\n"
         "p = Postings()\n"
         "p.add(np.arange(1, 101), Tokens(['a'], np.array([100]), np.arange(1, 101)))\n"
         "p.top(['a'], 5)\n"
@@ -267,13 +269,14 @@ def test_numba_is_imported_only_for_a_large_store() -> None:
 
 
 def test_without_numba_the_numpy_path_ranks_and_says_why() -> None:
-    """numba that cannot be imported (here: blocked in ``sys.modules``) leaves the numpy
-    path, with the same results, and the status names the cause."""
+    """numba that cannot be imported (not installed: here, blocked in ``sys.modules``)
+    leaves the numpy path, with the same results, and the status says what to install."""
     out = run_python(
         "import sys, numpy as np\n"
         "sys.modules['numba'] = None\n"
         "from hybrid_memory._keyword import scoring_kernel\n"
-        "from hybrid_memory._keyword.postings import Postings, Tokens\n"
+        "from hybrid_memory._keyword.postings import Postings\n"
+        "from hybrid_memory._keyword.tokens import Tokens\n"
         "n = scoring_kernel.LOAD_FROM_ROWS + 10\n"
         "p = Postings()\n"
         "p.add(np.arange(1, n + 1), Tokens(['a', 'b'], np.array([n, 7]),"
@@ -284,8 +287,7 @@ def test_without_numba_the_numpy_path_ranks_and_says_why() -> None:
     )
     assert out.splitlines() == [
         "None",
-        "numpy (numba unavailable: ModuleNotFoundError: "
-        "import of numba halted; None in sys.modules)",
+        'numpy (numba is not installed: pip install "hybrid-agent-memory[large-stores]")',
         "[1, 2, 3]",
     ]
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory._keyword.bm25 import STOPWORDS
 from hybrid_memory._keyword.index import KeywordIndex
+from hybrid_memory._keyword.query_words import STOPWORDS
 from hybrid_memory._model.tags import each_word, words
 from hybrid_memory._search.legs import TagLeg
 

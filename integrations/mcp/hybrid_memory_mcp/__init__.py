@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from hybrid_memory_mcp.http import build_http_app
 from hybrid_memory_mcp.legacy import migrate_prefixed_namespace
+from hybrid_memory_mcp.models import SimilarFound
 from hybrid_memory_mcp.server import (
     DeleteResult,
     MemoryPage,
@@ -32,6 +33,7 @@ __all__ = [
     "MemoryStats",
     "SearchHit",
     "SearchResponse",
+    "SimilarFound",
     "StoreManyResult",
     "StoreResult",
     "TagList",

@@ -17,6 +17,7 @@ __all__ = [
     "MemoryStats",
     "SearchHit",
     "SearchResponse",
+    "SimilarFound",
     "StoreManyResult",
     "StoreResult",
     "TagList",
@@ -68,6 +69,12 @@ class SearchHit(MemoryRecord):
         description="The id of a newer memory that replaces this one (stored with "
         "supersedes=this id): this one is ranked lower and may be out of date; else null.",
     )
+    similar_ids: list[str] = Field(
+        default_factory=list,
+        description="Memories that say nearly the same thing as this one, folded into this "
+        "hit (it is the newest of them, or the one superseding the others): get_memory "
+        "shows each.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -95,6 +102,7 @@ class SearchResponse(BaseModel):
                     ranks=dict(hit.ranks),
                     scores=dict(hit.scores),
                     superseded_by=hit.superseded_by,
+                    similar_ids=list(hit.similar_ids),
                 )
                 for hit in result
                 if hit.score >= floor
@@ -106,25 +114,49 @@ class SearchResponse(BaseModel):
         )
 
 
+class SimilarFound(BaseModel):
+    """A stored memory that says nearly what a memory being stored says."""
+
+    id: str = Field(description="The stored memory's id.")
+    similarity: float = Field(description="Cosine similarity of the two, up to 1.")
+    text: str = Field(description="The stored memory's text.")
+
+
 class StoreResult(BaseModel):
     """What store_memory did (or store_memories did with one of its memories)."""
 
-    id: str = Field(description="The memory's id (the existing one when duplicate).")
+    id: str = Field(
+        description="The memory's id (the existing one when duplicate, or when a repeat "
+        "was skipped: on_similar='skip')."
+    )
     duplicate: bool = Field(
         description="True when this exact text was already stored with the same metadata "
         "(no id given): nothing new was written and id is the existing memory's."
     )
     replaced: bool = Field(description="True when upsert replaced a memory with this id.")
+    stored: bool = Field(
+        default=True,
+        description="True when this call wrote the memory; false for a duplicate or a "
+        "skipped repeat.",
+    )
+    similar: list[SimilarFound] = Field(
+        default_factory=list,
+        description="Stored memories that say nearly the same thing, most similar first. "
+        "Not empty: you are repeating a memory. Prefer update_memory on the first one, or "
+        "store with supersedes=its id when this one replaces it (on_similar='supersede' "
+        "does that), to storing it again.",
+    )
 
 
 class StoreManyResult(BaseModel):
     """What store_memories did."""
 
     memories: list[StoreResult] = Field(
-        description="One result per memory given, in the same order: its id, duplicate, replaced."
+        description="One result per memory given, in the same order: its id, duplicate, "
+        "replaced, stored and the similar memories stored already."
     )
     written: int = Field(
-        description="How many memories were written (new or replaced): those not duplicate."
+        description="How many memories were written (new or replaced): those stored."
     )
 
 

@@ -9,7 +9,7 @@ writes, so a refused call changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
@@ -29,6 +29,7 @@ from hybrid_memory_mcp.models import (
     MemoryRecord,
     MemoryStats,
     SearchResponse,
+    SimilarFound,
     StoreManyResult,
     StoreResult,
     TagList,
@@ -81,6 +82,16 @@ Supersedes = Annotated[
         description="The id of a stored memory this one replaces (a changed address, "
         "preference or count): searches then rank the older one lower and mark it "
         "superseded_by; it is kept, never deleted. An unknown id stores nothing."
+    ),
+]
+OnSimilarChoice = Annotated[
+    Literal["keep", "skip", "supersede"] | None,
+    Field(
+        description="When stored memories say nearly the same thing (a repeat): 'keep' "
+        "stores it anyway, 'skip' stores nothing and returns the stored one's id, "
+        "'supersede' stores it as replacing the most similar one. Default: the server's "
+        "setting (HYBRID_MEMORY_ON_SIMILAR, 'keep'). Either way the result lists them "
+        "in similar."
     ),
 ]
 Filter = Annotated[dict[str, Any] | None, Field(description=FILTER_HELP)]
@@ -193,6 +204,7 @@ class MemoryTools:
             Flag, Field(description="With an id that exists: replace that memory.")
         ] = False,
         supersedes: Supersedes = None,
+        on_similar: OnSimilarChoice = None,
     ) -> StoreResult:
         """Store one memory (a fact, preference or event worth recalling later).
 
@@ -200,12 +212,20 @@ class MemoryTools:
         without an id, returns the existing memory's id with duplicate=true and writes
         nothing. When it replaces an older memory (the user moved, changed their mind),
         pass that memory's id as supersedes: the older one then ranks lower and is marked.
+        When stored memories say nearly the same thing, similar lists them (id, similarity,
+        text): update one of them instead of repeating it.
         """
         with library_errors():
             result = self.memory.add(
-                text, id=id, tags=tags, metadata=metadata, upsert=upsert, supersedes=supersedes
+                text,
+                id=id,
+                tags=tags,
+                metadata=metadata,
+                upsert=upsert,
+                supersedes=supersedes,
+                on_similar=on_similar,
             )
-            return _store_result(result)
+            return _store_results(self.memory, [result])[0]
 
     def store_memories(
         self,
@@ -223,19 +243,21 @@ class MemoryTools:
         upsert: Annotated[
             Flag, Field(description="Memories whose id exists replace those memories.")
         ] = False,
+        on_similar: OnSimilarChoice = None,
     ) -> StoreManyResult:
         """Store many memories in one call (one write: faster than store_memory each).
 
         Everything is checked first: one bad memory stores none and is named by position
         (memories[3].tags). Returns, in order, each memory's id, duplicate (its text was
         already stored with the same metadata, or given earlier in this call, without an
-        id: the existing id is returned and nothing new written) and replaced.
+        id: the existing id is returned and nothing new written), replaced, stored and
+        similar (stored memories, or earlier ones of this call, saying nearly the same).
         """
         items = [item.model_dump(exclude_none=True) for item in memories]
         with library_errors(), batch_positions(items):
             _refuse_repeated_ids(items)
-            report = self.memory.add_many(items, upsert=upsert)
-            results = [_store_result(result) for result in report.results]
+            report = self.memory.add_many(items, upsert=upsert, on_similar=on_similar)
+            results = _store_results(self.memory, report.results)
             return StoreManyResult(memories=results, written=report.written)
 
     def update_memory(
@@ -448,13 +470,27 @@ def _refuse_repeated_ids(items: list[dict[str, Any]]) -> None:
         seen[memory_id] = position
 
 
-def _store_result(result: AddResult) -> StoreResult:
-    """The library's own word on what an add did (decided under its write lock)."""
-    return StoreResult(
-        id=result.id,
-        duplicate=result.outcome == "duplicate",
-        replaced=result.outcome == "replaced",
-    )
+def _store_results(memory: HybridMemory, results: Sequence[AddResult]) -> list[StoreResult]:
+    """The library's own word on what each add did (decided under its write lock), with
+    the texts of the similar memories it found (read in one call; one deleted since is
+    left out)."""
+    wanted = list(dict.fromkeys(s.id for r in results for s in r.similar))
+    present = sorted(memory.existing(wanted)) if wanted else []
+    texts = {m.id: m.text for m in memory.get_many(present)} if present else {}
+    return [
+        StoreResult(
+            id=result.id,
+            duplicate=result.outcome == "duplicate",
+            replaced=result.outcome == "replaced",
+            stored=result.stored,
+            similar=[
+                SimilarFound(id=s.id, similarity=round(s.similarity, 4), text=texts[s.id])
+                for s in result.similar
+                if s.id in texts
+            ],
+        )
+        for result in results
+    ]
 
 
 def _preview(matched: int, memories: list[Any]) -> DeleteResult:

@@ -23,6 +23,10 @@ from mcp import Client
 from hybrid_memory import HybridMemory
 
 REPO = Path(__file__).resolve().parents[3]
+#: The rest of a store result for a memory written, and for one not written (a
+#: duplicate), when no stored memory says nearly the same thing.
+STORED: dict[str, Any] = {"stored": True, "similar": []}
+NOT_STORED: dict[str, Any] = {"stored": False, "similar": []}
 
 
 @functools.cache

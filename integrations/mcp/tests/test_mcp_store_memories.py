@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _mcp_test_support import call, open_store, refused
+from _mcp_test_support import NOT_STORED, STORED, call, open_store, refused
 from hybrid_memory_mcp import MCPServerSettings, create_server
 from mcp import Client
 
@@ -42,7 +42,7 @@ async def test_a_batch_is_stored_in_one_write_and_each_memory_is_found_on_every_
         stored = await call(client, "store_memories", {"memories": BATCH})
         results = stored["memories"]
         assert len(results) == len(BATCH) and stored["written"] == len(BATCH)
-        assert results[2] == {"id": "bob-allergy", "duplicate": False, "replaced": False}
+        assert results[2] == {"id": "bob-allergy", "duplicate": False, "replaced": False, **STORED}
         assert not any(r["duplicate"] or r["replaced"] for r in results)
         ids = [r["id"] for r in results]
         assert len(set(ids)) == len(BATCH)
@@ -87,11 +87,18 @@ async def test_duplicates_within_the_batch_and_against_stored_memories(
             },
         )
     results = stored["memories"]
-    assert results[0] == {"id": earlier["id"], "duplicate": True, "replaced": False}
+    assert results[0] == {"id": earlier["id"], "duplicate": True, "replaced": False, **NOT_STORED}
     assert results[1]["duplicate"] is False and results[1]["id"] != earlier["id"]
-    assert results[2] == {"id": results[1]["id"], "duplicate": True, "replaced": False}
+    assert results[2] == {
+        "id": results[1]["id"],
+        "duplicate": True,
+        "replaced": False,
+        **NOT_STORED,
+    }
     assert results[3]["duplicate"] is False and results[3]["id"] != results[1]["id"]
-    assert results[4] == {"id": "wifi-copy", "duplicate": False, "replaced": False}
+    # Stored under its own id; the same text stored already is named.
+    assert (results[4]["id"], results[4]["stored"]) == ("wifi-copy", True)
+    assert [(s["id"], s["text"]) for s in results[4]["similar"]] == [(earlier["id"], wifi)]
     assert results[5] == results[0]
     assert stored["written"] == 3
     assert store.count() == 4
@@ -115,8 +122,8 @@ async def test_ids_and_upsert(store: HybridMemory) -> None:
         replaced = await call(client, "store_memories", {"memories": batch, "upsert": True})
         assert replaced == {
             "memories": [
-                {"id": "retro", "duplicate": False, "replaced": False},
-                {"id": "standup", "duplicate": False, "replaced": True},
+                {"id": "retro", "duplicate": False, "replaced": False, **STORED},
+                {"id": "standup", "duplicate": False, "replaced": True, **STORED},
             ],
             "written": 2,
         }
@@ -196,8 +203,8 @@ async def test_each_namespace_stores_and_deduplicates_its_own_batch(store: Hybri
             {"memories": [{"text": wifi}, {"text": "b", "id": "note"}], "upsert": True},
         )
         assert again["memories"] == [
-            {"id": first["memories"][0]["id"], "duplicate": True, "replaced": False},
-            {"id": "note", "duplicate": False, "replaced": True},
+            {"id": first["memories"][0]["id"], "duplicate": True, "replaced": False, **NOT_STORED},
+            {"id": "note", "duplicate": False, "replaced": True, **STORED},
         ]
         hits = (await call(client, "search_memory", {"query": wifi}))["hits"]
         assert [h["id"] for h in hits][:1] == [first["memories"][0]["id"]]

@@ -92,6 +92,7 @@ async def test_store_memories_takes_a_bounded_list_of_closed_objects(store: Hybr
     assert schema["required"] == ["memories"] and set(schema["properties"]) == {
         "memories",
         "upsert",
+        "on_similar",
     }
     memories = schema["properties"]["memories"]
     assert (memories["type"], memories["minItems"], memories["maxItems"]) == ("array", 1, 1000)

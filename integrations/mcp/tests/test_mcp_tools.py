@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _mcp_test_support import call, open_store, refused
+from _mcp_test_support import NOT_STORED, STORED, call, open_store, refused
 from hybrid_memory_mcp import MCPServerSettings, create_server, migrate_prefixed_namespace
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -178,17 +178,17 @@ async def test_duplicates_upserts_and_explicit_ids(store: HybridMemory) -> None:
     async with Client(create_server(store)) as client:
         first = await call(client, "store_memory", {"text": "The office wifi is called Nebula"})
         again = await call(client, "store_memory", {"text": "The office wifi is called Nebula"})
-        assert again == {"id": first["id"], "duplicate": True, "replaced": False}
+        assert again == {"id": first["id"], "duplicate": True, "replaced": False, **NOT_STORED}
 
         mine = await call(client, "store_memory", {"text": "Standup is at 9:30", "id": "standup"})
-        assert mine == {"id": "standup", "duplicate": False, "replaced": False}
+        assert mine == {"id": "standup", "duplicate": False, "replaced": False, **STORED}
         text = await refused(client, "store_memory", {"text": "Standup is at 10", "id": "standup"})
         assert "already exists" in text and "upsert" in text
         assert store.get("standup").text == "Standup is at 9:30"
         replaced = await call(
             client, "store_memory", {"text": "Standup is at 10", "id": "standup", "upsert": True}
         )
-        assert replaced == {"id": "standup", "duplicate": False, "replaced": True}
+        assert replaced == {"id": "standup", "duplicate": False, "replaced": True, **STORED}
         assert store.get("standup").text == "Standup is at 10"
     assert store.count() == 2
 
@@ -285,7 +285,12 @@ async def test_namespaces_never_leak(tmp_path: Path) -> None:
                     ids[name].append(stored["id"])
                 # Dedup works within the namespace.
                 again = await call(client, "store_memory", {"text": texts[0], "tags": [name]})
-                assert again == {"id": ids[name][0], "duplicate": True, "replaced": False}
+                assert again == {
+                    "id": ids[name][0],
+                    "duplicate": True,
+                    "replaced": False,
+                    **NOT_STORED,
+                }
             # Same explicit id in both namespaces: two memories, no collision.
             await call(a, "store_memory", {"text": "a's own note", "id": "note"})
             await call(b, "store_memory", {"text": "b's own note", "id": "note"})
@@ -343,7 +348,7 @@ async def test_namespaces_that_collided_under_the_prefix_scheme_stay_apart(
     async with Client(a) as in_a, Client(a_sub) as in_a_sub:
         await call(in_a, "store_memory", {"text": "A's memory", "id": "sub:k", "tags": ["mine"]})
         stored = await call(in_a_sub, "store_memory", {"text": "A:sub's memory", "id": "k"})
-        assert stored == {"id": "k", "duplicate": False, "replaced": False}
+        assert stored == {"id": "k", "duplicate": False, "replaced": False, **STORED}
         upsert = {"text": "replaced", "id": "k", "upsert": True}
         assert (await call(in_a_sub, "store_memory", upsert))["replaced"] is True
         assert (await call(in_a, "get_memory", {"id": "sub:k"}))["text"] == "A's memory"
@@ -427,7 +432,7 @@ async def test_supersedes_through_store_update_and_search(store: HybridMemory) -
             "store_memory",
             {"text": "Alice moved to Berlin", "id": "berlin", "supersedes": old["id"]},
         )
-        assert new == {"id": "berlin", "duplicate": False, "replaced": False}
+        assert new == {"id": "berlin", "duplicate": False, "replaced": False, **STORED}
         found = await call(client, "search_memory", {"query": "where does Alice live", "k": 5})
         marks = {hit["id"]: hit["superseded_by"] for hit in found["hits"]}
         assert marks == {"paris": "berlin", "berlin": None}

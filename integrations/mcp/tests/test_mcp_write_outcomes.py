@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _mcp_test_support import call, open_store
+from _mcp_test_support import NOT_STORED, STORED, call, open_store
 from hybrid_memory_mcp import create_server
 from hybrid_memory_mcp.tools import MemoryTools
 from mcp import Client
@@ -30,7 +30,7 @@ async def test_a_memory_dated_after_the_call_is_still_a_duplicate(store: HybridM
     stored = store.add("The lease ends in 2099", created_at="2099-01-01T00:00:00Z")
     async with Client(create_server(store)) as client:
         again = await call(client, "store_memory", {"text": "The lease ends in 2099"})
-        assert again == {"id": stored, "duplicate": True, "replaced": False}
+        assert again == {"id": stored, "duplicate": True, "replaced": False, **NOT_STORED}
         many = await call(
             client,
             "store_memories",
@@ -55,8 +55,8 @@ async def test_an_upsert_of_a_memory_dated_in_the_future_is_replaced(
         added = await call(
             client, "store_memory", {"text": "Demo on Mondays", "id": "demo", "upsert": True}
         )
-    assert replaced == {"id": "retro", "duplicate": False, "replaced": True}
-    assert added == {"id": "demo", "duplicate": False, "replaced": False}
+    assert replaced == {"id": "retro", "duplicate": False, "replaced": True, **STORED}
+    assert added == {"id": "demo", "duplicate": False, "replaced": False, **STORED}
 
 
 def test_two_clients_storing_one_text_at_once_are_told_new_once(store: HybridMemory) -> None:

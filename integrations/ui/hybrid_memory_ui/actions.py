@@ -55,7 +55,7 @@ def _add(request: Request, form: Mapping[str, str]) -> Response:
         return page.render(
             request, "add.html", status=400, error=f"add: {exc}", add_form=form, ns=namespace
         )
-    done = "added" if added.outcome == "added" else "duplicate"
+    done = added.outcome if added.outcome in ("duplicate", "similar") else "added"
     back = "/" + (f"?{urlencode({'ns': namespace})}" if namespace else "")
     return back_to("/memory", id=str(added), ns=namespace, back=back, done=done)
 

@@ -11,7 +11,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hybrid_memory import HybridMemory, HybridMemoryError, MemoryNotFoundError, StoreNotFoundError
-from hybrid_memory_ui import actions, changes, pages, transfer
+from hybrid_memory_ui import actions, changes, pages, repeats, transfer
 from hybrid_memory_ui.config import UIConfig
 from hybrid_memory_ui.filters import FilterError
 from hybrid_memory_ui.render import STATIC, Page, page_of
@@ -35,6 +35,9 @@ def create_app(memory: HybridMemory, config: UIConfig | None = None) -> Starlett
         Route("/changes", pages.changes),
         Route("/memory", pages.memory_page),
         Route("/memory/delete", pages.delete_page),
+        Route("/memory/similar", repeats.near_duplicates),
+        Route("/memory/merge", repeats.merge_page),
+        Route("/memory/merge", repeats.merge, methods=["POST"]),
         Route("/stats", pages.stats_page),
         Route("/tags", pages.tags_page),
         Route("/transfer", pages.transfer_page),

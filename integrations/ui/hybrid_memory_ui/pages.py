@@ -35,9 +35,11 @@ DONE_MESSAGES = {
     "saved": "Saved.",
     "added": "Added.",
     "duplicate": "That memory was already stored: here it is.",
+    "similar": "Added. Other memories say nearly the same thing: they are listed below.",
     "deleted": "Deleted {n} {memories}.",
     "bulk-deleted": "Deleted {n} {memories}.",
     "retagged": "Re-tagged {n} {memories}.",
+    "merged": "Merged {n} other {memories} into this one.",
 }
 SEARCH_SIZES = (10, 20, 50)
 #: Related memories below this relevance are left out (docs/concepts/scores.md: a

@@ -258,7 +258,9 @@ class HybridMemoryStore(BaseStore):
         wanted = min(op.offset + op.limit, total)
         found: list[tuple[Memory, float | None]] = []
         if wanted > op.offset:
-            memory = self.memory
+            # Every item matching stays a result of its own, as in LangGraph's stores:
+            # near-duplicates are not collapsed into one.
+            memory = self.memory.with_settings(collapse_similar=False)
             if wanted > memory.settings.max_k:
                 memory = memory.with_settings(max_k=wanted)
             hits = memory.search(cast(str, op.query), k=wanted, filter=indexed)
@@ -416,7 +418,10 @@ class HybridMemoryStore(BaseStore):
                 item["created_at"] = now + position * 1e-6
             items.append(item)
         if items:
-            self.memory.add_many(items, upsert=True)
+            # A put is an upsert by key, whatever else says the same: a LangGraph store
+            # keeps every item it is given (near-duplicates are for the caller, LangMem's
+            # memory manager for one, to consolidate by key).
+            self.memory.add_many(items, upsert=True, on_similar="keep")
 
     # --- lifecycle ---------------------------------------------------------------------
 

@@ -175,6 +175,26 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             "[0, 1]) is below this; None keeps the best k, however weak."
         ),
     )
+    mmr: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Maximal marginal relevance when recalling: the weight of variety in [0, 1] "
+            "(LlamaIndex's vector_store_query_mode='mmr' with mmr_threshold = 1 - mmr); "
+            "None uses the store's setting (0: relevance alone). Near-duplicates come "
+            "back once either way (the store's collapse_similar)."
+        ),
+    )
+    on_similar: Literal["keep", "skip", "supersede"] | None = Field(
+        default=None,
+        description=(
+            "What storing a message that stored memories say nearly the same as does "
+            "(HybridMemory.add's on_similar): 'keep' stores it too (as LlamaIndex's vector "
+            "memory keeps every message), 'skip' stores nothing, 'supersede' stores it as "
+            "replacing the most similar; None uses the store's setting ('keep')."
+        ),
+    )
     scope: Literal["session", "user", "all"] = Field(
         default="session",
         description=(
@@ -369,7 +389,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             if not fresh:
                 break
             try:
-                added = store.add_many(fresh)
+                added = store.add_many(fresh, on_similar=self.on_similar)
                 break
             except DuplicateIdError:
                 stored = store.existing([r["id"] for r in fresh])
@@ -410,7 +430,9 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     ) -> list[Hit]:
         """Search, then store ``records`` (in this order: the messages still in the chat
         would otherwise take recall slots only to be left out as already shown)."""
-        hits = self._store.search(query, k=self.k, filter=where, max_tokens=self.max_tokens)
+        hits = self._store.search(
+            query, k=self.k, filter=where, max_tokens=self.max_tokens, mmr=self.mmr
+        )
         if records:
             self._store_new(records)
         if self.min_score is not None:

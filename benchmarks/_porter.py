@@ -1,13 +1,13 @@
-"""The keyword index's default tokenizer for plain ASCII words, without SQL.
+"""Porter's stemmer as SQLite FTS5's default tokenizer applies it to a plain ASCII word,
+for the studies that compare words by stem without an index (the keyword index takes a
+question's terms from its own tokenizer).
 
 The default tokenizer (``porter unicode61 remove_diacritics 2``) folds an ASCII word to
 lower case and stems it with Porter's algorithm (M. F. Porter, "An algorithm for suffix
-stripping", Program 14(3), 1980, with the two rules later added to it: "bli" → "ble"
-and "logi" → "log"), as SQLite's FTS5 does: words shorter than 3 or longer than 64
-characters are left as they are. Asking FTS5 for a new query word's term costs a search
-three statements on a scratch table (0.2-0.4 ms of a first-time question at 100,000
-memories); this answers in microseconds. Pure functions, no I/O: a test compares them
-with FTS5 on every word of the shared collections.
+stripping", Program 14(3), 1980, with the two rules later added to it: "bli" -> "ble"
+and "logi" -> "log"), as SQLite's FTS5 does: words shorter than 3 or longer than 64
+characters are left as they are. Pure functions, no I/O: a test compares them with FTS5
+on every word of the shared collections.
 """
 
 from __future__ import annotations
