@@ -9,9 +9,8 @@ Quick tour (runs as written; the first call loads the embedding model)::
     hits = memory.search("what theme does alice like?", k=5, filter={"user": "alice"})
     hits[0].text, hits[0].score, hits[0].ranks      # ranks: {"vector": 1, "keyword": 1, "tag": 1}
 
-``HybridMemory()`` keeps everything in memory; ``HybridMemory(url="http://host:8000")``
-or ``HybridMemory(client=chromadb.HttpClient(...))`` shares one memory through a
-Chroma server.
+``HybridMemory()`` keeps everything in memory; ``HybridMemory(url="http://host:8000")`` or
+``HybridMemory(client=chromadb.HttpClient(...))`` shares one memory through a Chroma server.
 
 State (docs/architecture.md): the Chroma collection holds everything (text, tags, metadata,
 times, vectors). The SQLite keyword index is derived from it, checked against it
