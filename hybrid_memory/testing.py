@@ -313,7 +313,8 @@ def timed_heap_trims() -> Iterator[list[float]]:
 
 
 # Where a search spends its time: (label, module, class, method), each timed by wrapping
-# the method. The stages add up to the total; their parts are timed inside them.
+# the method; a class of "" names a function of the module, as the module calls it. The
+# stages add up to the total; their parts are timed inside them.
 SEARCH_STAGES = (
     ("total", "hybrid_memory._search.searcher", "Searcher", "search"),
     ("vector leg (Chroma query)", "hybrid_memory._search.legs", "VectorLeg", "rank"),
@@ -325,7 +326,7 @@ SEARCH_STAGES = (
     ),
     ("keyword leg", "hybrid_memory._search.legs", "KeywordLeg", "rank"),
     ("tag leg", "hybrid_memory._search.legs", "TagLeg", "rank"),
-    ("relevance scores", "hybrid_memory._search.searcher", "Searcher", "relevance"),
+    ("relevance scores", "hybrid_memory._search.searcher", "", "hit_relevance"),
     ("hits read from the index", "hybrid_memory._search.searcher", "Searcher", "memories"),
 )
 SEARCH_PARTS = (
@@ -343,10 +344,11 @@ def timed_search_stages() -> Iterator[dict[str, float]]:
     The wrappers cost a little: the figures explain a total, they do not replace it."""
     spent = dict.fromkeys((label for label, *_ in SEARCH_STAGES + SEARCH_PARTS), 0.0)
     originals = []
-    for label, module, cls_name, method in SEARCH_STAGES + SEARCH_PARTS:
-        cls = getattr(importlib.import_module(module), cls_name)
-        original = getattr(cls, method)
-        originals.append((cls, method, cls.__dict__.get(method)))
+    for label, module, owner_name, name in SEARCH_STAGES + SEARCH_PARTS:
+        where = importlib.import_module(module)
+        owner = getattr(where, owner_name) if owner_name else where
+        original = getattr(owner, name)
+        originals.append((owner, name, vars(owner).get(name)))
 
         def timed(*args: Any, _f: Any = original, _label: str = label, **kwargs: Any) -> Any:
             start = time.perf_counter()
@@ -355,12 +357,12 @@ def timed_search_stages() -> Iterator[dict[str, float]]:
             finally:
                 spent[_label] += time.perf_counter() - start
 
-        setattr(cls, method, timed)
+        setattr(owner, name, timed)
     try:
         yield spent
     finally:
-        for cls, method, own in reversed(originals):
+        for owner, name, own in reversed(originals):
             if own is None:  # inherited: the base's stands again
-                delattr(cls, method)
+                delattr(owner, name)
             else:
-                setattr(cls, method, own)
+                setattr(owner, name, own)
