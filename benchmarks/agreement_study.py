@@ -55,7 +55,7 @@ from benchmarks.fusion_study import DEPTH, Prepared
 from benchmarks.leg_weighting_study import Legs, compute_legs, group_of, load, order
 from benchmarks.lift_gating_study import lifted_rrf
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory.testing import default_embedder
 
 HEAD = 10
 RBO_P = 0.9
@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows[q.id] = memo[key]
         print(f"{prep.name}: {len(prep.queries)} queries, {len(memo)} fusions", flush=True)
     if peer_name is not None:
-        embedding = CachedEmbedding(MiniLMEmbedder())
+        embedding = CachedEmbedding(default_embedder())
         for prep in preps:
             run = run_peer(PEERS[peer_name], embedding, prep.dataset, k=10, progress=QUIET)
             scores = per_query_scores(run, prep.dataset, k=10)

@@ -5,8 +5,8 @@ that repeat the question's words outrank the user's short turns): b 1.0 gains th
 costs LoCoMo. This study asks whether a b derived from the store's length distribution,
 a continuous formula with one or two constants and no relevance judgments, tracks that
 mechanism. For each collection the keyword leg is computed once per b on a grid (the
-engine's index, ``hybrid_memory._keyword.bm25_scores.B`` set for the search: the postings
-read it at query time, so one index serves every b), the other legs as in
+engine's index, scored with each b in turn: ``hybrid_memory.testing.keyword_bm25_b``; the
+postings read b at query time, so one index serves every b), the other legs as in
 ``benchmarks/leg_weighting_study.py``; every candidate maps the store's length statistics
 to a b (rounded to the grid) and fuses with the engine's own ``reciprocal_rank_fusion``
 and ``score_lifts``. Candidates:
@@ -52,10 +52,13 @@ from benchmarks.fusion_study import DEPTH, Prepared
 from benchmarks.leg_weighting_study import compute_legs, group_of, load, order
 from benchmarks.lift_gating_study import lifted_rrf
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
-from hybrid_memory._keyword import bm25_scores
-from hybrid_memory._keyword.bm25 import _TOKEN as TOKEN
-from hybrid_memory._model.filters import parse_filter
+from hybrid_memory.testing import (
+    default_embedder,
+    keyword_bm25_b,
+    keyword_leg,
+    memory_lengths,
+    text_words,
+)
 
 GRID = tuple(round(0.3 + 0.05 * i, 2) for i in range(15))  # 0.30 ... 1.00
 DEFAULT_B = 0.75
@@ -97,27 +100,17 @@ def keyword_legs(path: str, cache: str | None) -> tuple[dict[float, dict[str, Hi
             found: tuple[dict[float, dict[str, Hits]], np.ndarray] = pickle.load(f)
         return found[0], Lengths.of(found[1])
     dataset = load_dataset(path)
-    memory = build_memory(dataset, {}, embedding=CachedEmbedding(MiniLMEmbedder()))
+    memory = build_memory(dataset, {}, embedding=CachedEmbedding(default_embedder()))
     by_b: dict[float, dict[str, Hits]] = {}
     try:
-        index = memory._parts.index
-        postings = index.keywords.keeper.ready()
-        assert postings is not None, "the study needs the postings ranking"
-        lengths = Lengths(postings.length[postings.live])
-        default = bm25_scores.B
-        try:
-            for b in GRID:
-                bm25_scores.B = b
+        lengths = Lengths(memory_lengths(memory))
+        for b in GRID:
+            with keyword_bm25_b(b):
                 legs: dict[str, Hits] = {}
                 for q in dataset.judged_queries():
-                    node = parse_filter(q.filter)
-                    scope = None if node is None else index.within(node, 20_000)
-                    within = None if scope is None else scope[0]
-                    legs[q.id] = index.search(q.text, DEPTH, node, within=within)
-                by_b[b] = legs
-                print(f"{name}: keyword legs at b {b}", flush=True)
-        finally:
-            bm25_scores.B = default
+                    legs[q.id] = keyword_leg(memory, q.text, DEPTH, q.filter)
+            by_b[b] = legs
+            print(f"{name}: keyword legs at b {b}", flush=True)
     finally:
         memory.close()
     if target is not None:
@@ -197,7 +190,7 @@ def long_memories(prep: Prepared, by_b: dict[float, dict[str, Hits]]) -> dict[st
     and the words per distinct word stem (verbosity: how often a memory repeats itself)
     of its memories against the rest's."""
     docs = prep.dataset.storable()
-    words = {d.id: [stem(w.casefold()) for w in TOKEN.findall(d.text)] for d in docs}
+    words = {d.id: [stem(w.casefold()) for w in text_words(d.text)] for d in docs}
     cut = float(np.quantile([len(w) for w in words.values()], 0.75))
     long = {i for i, w in words.items() if len(w) > cut}
     judged = {d for q in prep.queries for d, g in prep.dataset.qrels.get(q.id, {}).items() if g > 0}
@@ -274,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 units.setdefault(f"{name} {group}", []).append(q.id)
         per_query_peer = None
         if peer_name is not None:
-            embedding = CachedEmbedding(MiniLMEmbedder())
+            embedding = CachedEmbedding(default_embedder())
             run = run_peer(PEERS[peer_name], embedding, prep.dataset, k=10, progress=QUIET)
             scores = per_query_scores(run, prep.dataset, k=10)
             per_query_peer = {q.id: scores[q.id]["ndcg@10"] for q in prep.queries}

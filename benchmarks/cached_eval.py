@@ -28,7 +28,7 @@ from hybrid_memory_eval import (
 from hybrid_memory_eval.cli import eval_parser
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory.testing import default_embedder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         peers=args.peers,
         by=args.by,
         run_file=args.run_file,
-        embedding=CachedEmbedding(MiniLMEmbedder()),
+        embedding=CachedEmbedding(default_embedder()),
         progress=QUIET if args.quiet else Progress(sys.stderr),
     )
     print(json.dumps(report, indent=2, default=str) if args.json else format_report(report))

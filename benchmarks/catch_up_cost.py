@@ -44,6 +44,7 @@ def timed(work: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from hybrid_memory import HybridMemory
+    from hybrid_memory.testing import sync_check
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="memories in the store")
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"filled {args.n:,} memories in {time.perf_counter() - clock:.0f} s", flush=True)
         reader = HybridMemory(**common, cache_dir=f"{scratch}/cache-reader", sync_interval=3600)
         reader.sync()  # warm
-        check = reader._parts.sync._behind  # the periodic check's question
+        check = sync_check(reader)  # the periodic check's question
         print("recent updates | check p50 / p95 ms | catch-up p50 / p95 ms")
         for round_, recent in enumerate(int(x) for x in args.recent.split(",")):
             # The writes before leave the window a check reads again (request_timeout +

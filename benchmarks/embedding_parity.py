@@ -87,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {', '.join(missing)} not found in {args.data}")
         return 0
 
-    from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
+    from hybrid_memory.testing import default_embedder, sentence_transformers_embedder
 
-    onnx = MiniLMEmbedder(args.batch)
-    reference = SentenceTransformerEmbedder(batch_size=args.batch)
+    onnx = default_embedder(args.batch)
+    reference = sentence_transformers_embedder(args.batch)
     for model in (onnx, reference):  # load both before timing
         model.embed_matrix(["warm-up"] * args.batch)
 

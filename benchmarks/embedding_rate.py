@@ -5,7 +5,7 @@ Two sets of texts from ``../shared/data`` (``--data``): short ones (LoCoMo dialo
 evenly spaced sample of each (``--short``, ``--long``). Each is embedded by:
 
 - ``onnxruntime``: hybrid-memory's default embedder as the store runs it
-  (``MiniLMEmbedder.embed_matrix``: every text of a call sorted by token count, then
+  (the default embedder's ``embed_matrix``: every text of a call sorted by token count, then
   batched, so a batch is padded to little more than its own length);
 - ``onnxruntime, order given``: the same model with the texts batched in the order
   given (``MiniLM.embed(..., by_length=False)``): what the sort saves;
@@ -69,18 +69,19 @@ def padding_share(lengths: list[int], batch: int, by_length: bool) -> float:
 
 def embedders(batch: int, backends: list[str]) -> dict[str, Callable[[list[str]], np.ndarray]]:
     """One ``texts -> vectors`` function per backend, each loaded and warmed up."""
-    from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
+    from hybrid_memory.testing import default_embedder, default_model, sentence_transformers_model
 
-    onnx = MiniLMEmbedder(batch)
+    onnx = default_embedder(batch)
     found: dict[str, Callable[[list[str]], np.ndarray]] = {}
     if ONNX in backends:
         found[ONNX] = onnx.embed_matrix
     if ONNX_GIVEN in backends:
-        found[ONNX_GIVEN] = lambda texts: onnx._load().embed(texts, batch, by_length=False)
+        model_itself = default_model(batch)
+        found[ONNX_GIVEN] = lambda texts: model_itself.embed(texts, batch, by_length=False)
     if ST in backends:
         # Loaded the way the store's sentence-transformers backend loads it: the same
         # files, checked, found without a download.
-        model = SentenceTransformerEmbedder(batch_size=batch)._load()
+        model = sentence_transformers_model(batch)
         found[ST] = lambda texts: np.asarray(
             model.encode(
                 texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False
@@ -151,15 +152,15 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from hybrid_memory._model.settings import HybridMemorySettings
+    from hybrid_memory import HybridMemorySettings
 
     batch = args.batch or HybridMemorySettings().embedding_batch_size
     found = embedders(batch, args.backends)
     tokenizer = None
     if ONNX in found:
-        from hybrid_memory._embedding.embedders import MiniLMEmbedder
+        from hybrid_memory.testing import default_model
 
-        tokenizer = MiniLMEmbedder(batch)._load().tokenizer
+        tokenizer = default_model(batch).tokenizer
     report: dict[str, Any] = {
         "model": "all-MiniLM-L6-v2",
         "batch": batch,

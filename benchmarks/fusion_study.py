@@ -42,9 +42,7 @@ from hybrid_memory_eval import (
 )
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._keyword.bm25 import query_words
-from hybrid_memory._model.tags import normalise_tag
-from hybrid_memory._search.feedback import rocchio
+from hybrid_memory.testing import keyword_leg, known_tags, normalise_tag, query_words, rocchio
 
 DEPTH = 200  # the deepest candidate list any configuration asks for
 
@@ -133,20 +131,14 @@ def prepare(path: str, embedding: CachedEmbedding) -> Prepared:
         ids = [d.id for d in docs]
         tags = [frozenset(normalise_tag(t) for t in d.tags) for d in docs]
         created = [float(i) for i in range(len(docs))]  # insertion order stands in for time
-        index = memory._parts.index
         queries: list[QueryLegs] = []
         for q in dataset.judged_queries():
             rows = np.array(
                 [i for i, d in enumerate(docs) if matches_filter(q.filter, d.metadata, d.tags)],
                 dtype=np.int64,
             )
-            from hybrid_memory._model.filters import parse_filter
-
-            node = parse_filter(q.filter)
-            scope = None if node is None else index.within(node, 20_000)
-            within = None if scope is None else scope[0]
             keyword = {
-                drop: index.search(q.text, DEPTH, node, within=within, drop_stopwords=drop)
+                drop: keyword_leg(memory, q.text, DEPTH, q.filter, drop_stopwords=drop)
                 for drop in (True, False)
             }
             vec = embedding.matrix([q.text])[0].astype(np.float64)
@@ -158,7 +150,7 @@ def prepare(path: str, embedding: CachedEmbedding) -> Prepared:
                     rows,
                     vec,
                     keyword,
-                    tuple(memory._parts.tags.find(q.text)),
+                    known_tags(memory, q.text),
                     len(query_words(q.text)),
                 )
             )

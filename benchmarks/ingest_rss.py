@@ -16,6 +16,7 @@ The last line is the growth (peak minus baseline), as the scale benchmark report
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import shutil
@@ -72,31 +73,21 @@ def main() -> int:
     parser.add_argument("--system", default="ours-disk", choices=("ours-disk", "chroma-disk"))
     parser.add_argument("--load-from", type=int, default=None, help="LOAD_FROM_ROWS for numba")
     parser.add_argument(
-        "--time-trims", action="store_true", help="time hybrid_memory._process.heap"
+        "--time-trims", action="store_true", help="time the heap trims after large writes"
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args()
 
-    trims = [0.0, 0]
+    timing = contextlib.ExitStack()
+    trims: list[float] = [0.0, 0]
     if args.time_trims:
-        from hybrid_memory._process import heap as heap
+        from hybrid_memory.testing import timed_heap_trims
 
-        trim = heap._trim
-        if trim is not None:
-
-            def timed(pad: int) -> int:
-                start = time.perf_counter()
-                try:
-                    return trim(pad)
-                finally:
-                    trims[0] += time.perf_counter() - start
-                    trims[1] += 1
-
-            heap._trim = timed
+        trims = timing.enter_context(timed_heap_trims())
     if args.load_from is not None:
-        from hybrid_memory._keyword import scoring_kernel
+        from hybrid_memory.testing import compiled_keyword_loops_from
 
-        scoring_kernel.LOAD_FROM_ROWS = args.load_from
+        compiled_keyword_loops_from(args.load_from)
 
     scratch = Path(tempfile.mkdtemp(prefix="ingest-rss-"))
     try:
@@ -148,6 +139,7 @@ def main() -> int:
             f"trims {trims[1]}, {trims[0]:.2f} s"
         )
     finally:
+        timing.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
 

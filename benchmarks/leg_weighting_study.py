@@ -43,9 +43,13 @@ from hybrid_memory_eval.significance import paired_randomisation_test
 
 from benchmarks.fusion_study import Prepared, QueryLegs, _tag_leg, prep_index, prepare
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
-from hybrid_memory._search.feedback import length_scaled_weight, rocchio
-from hybrid_memory._search.fusion import adaptive_alpha, score_lifts
+from hybrid_memory.testing import (
+    adaptive_alpha,
+    default_embedder,
+    length_scaled_weight,
+    rocchio,
+    score_lifts,
+)
 
 DEPTH = 100
 RRF_K = 60.0
@@ -287,7 +291,7 @@ def load(path: str, cache: str | None, embedding: CachedEmbedding | None) -> Pre
         with target.open("rb") as f:
             prep: Prepared = pickle.load(f)
         return prep
-    prep = prepare(path, embedding or CachedEmbedding(MiniLMEmbedder()))
+    prep = prepare(path, embedding or CachedEmbedding(default_embedder()))
     if target is not None:
         target.parent.mkdir(parents=True, exist_ok=True)
         prep._vector_cache = {}

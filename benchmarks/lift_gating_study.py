@@ -19,8 +19,8 @@ once per collection, kept in ``--cache``); every candidate fuses them with the e
   are rare in the store (their mean idf over ``log(N + 1)``); and, for open questions, the
   vector share raised when the query holds no rare word;
 - **BM25's length normalisation** (``--bm25-b``): the keyword legs computed again with
-  another ``b`` (the postings read ``hybrid_memory._keyword.bm25_scores.B`` when they score), long
-  memories' keyword scores lowered more (or less), with and without the lift.
+  another ``b`` (``hybrid_memory.testing.keyword_bm25_b``: the postings read b when they
+  score), long memories' keyword scores lowered more (or less), with and without the lift.
 
     python -m benchmarks.lift_gating_study ../shared/data/locomo ../shared/data/cranfield \\
         ../shared/data/longmemeval --cache /tmp/legs --out lift-gating.json
@@ -52,11 +52,15 @@ from benchmarks._porter import stem
 from benchmarks.fusion_study import Prepared, QueryLegs
 from benchmarks.leg_weighting_study import Legs, compute_legs, group_of, load, order, weights
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
-from hybrid_memory._keyword import bm25_scores
-from hybrid_memory._keyword.bm25 import query_words
-from hybrid_memory._model.errors import EmbeddingError
-from hybrid_memory._search.fusion import reciprocal_rank_fusion, score_lifts
+from hybrid_memory import EmbeddingError
+from hybrid_memory.testing import (
+    default_embedder,
+    default_model_tokenizer_file,
+    keyword_bm25_b,
+    query_words,
+    reciprocal_rank_fusion,
+    score_lifts,
+)
 
 RRF_K = 60.0
 BM25_B_RULES = ("defaults", "keyword lift 0.5 always", "keyword lift 1.0 always")
@@ -133,9 +137,7 @@ def word_pieces() -> Callable[[list[str]], list[int]] | None:
     try:
         from tokenizers import Tokenizer
 
-        from hybrid_memory._embedding.model_files import find_model_files
-
-        tokenizer = Tokenizer.from_file(str(find_model_files().tokenizer))
+        tokenizer = Tokenizer.from_file(str(default_model_tokenizer_file()))
     except (ImportError, OSError, EmbeddingError):  # left out, and the output says so
         return None
     tokenizer.no_truncation()
@@ -284,16 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         measure(prep, candidates())
     # BM25's length normalisation: the keyword legs computed again with another b
     for b in args.bm25_b:
-        default_b, bm25_scores.B = bm25_scores.B, b
-        try:
+        with keyword_bm25_b(b):
             for path in args.datasets:
                 cache = None if args.cache is None else str(Path(args.cache) / f"bm25-b-{b}")
                 rules = {n: candidates()[n] for n in BM25_B_RULES}
                 measure(load(path, cache, None), rules, f"bm25 b {b}: ")
-        finally:
-            bm25_scores.B = default_b
     if peer_name is not None:
-        embedding = CachedEmbedding(MiniLMEmbedder())
+        embedding = CachedEmbedding(default_embedder())
         for prep in preps:
             run = run_peer(PEERS[peer_name], embedding, prep.dataset, k=10, progress=QUIET)
             scores = per_query_scores(run, prep.dataset, k=10)

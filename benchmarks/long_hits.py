@@ -25,7 +25,7 @@ from benchmarks.bm25_b_study import Hits, keyword_legs
 from benchmarks.fusion_study import Prepared, QueryLegs
 from benchmarks.leg_weighting_study import compute_legs, load, order
 from benchmarks.lift_gating_study import lifted_rrf
-from hybrid_memory._keyword.bm25 import _TOKEN as TOKEN
+from hybrid_memory.testing import text_words
 
 
 def fused_top(prep: Prepared, keyword: Hits, q: QueryLegs) -> list[str]:
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.datasets:
         prep = load(path, args.cache, None)
         by_b, _ = keyword_legs(path, args.cache)
-        words = {d.id: len(TOKEN.findall(d.text)) for d in prep.dataset.storable()}
+        words = {d.id: len(text_words(d.text)) for d in prep.dataset.storable()}
         floor = args.times * float(np.mean(list(words.values())))
         long = {i for i, n in words.items() if n > floor}
         judged = {

@@ -40,9 +40,7 @@ from hybrid_memory_eval.significance import paired_randomisation_test
 
 from benchmarks.fusion_study import Config, Prepared, QueryLegs, per_query_ranked, prepare, rank
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
-from hybrid_memory._keyword.bm25 import query_words
-from hybrid_memory._search.fusion import adaptive_alpha
+from hybrid_memory.testing import adaptive_alpha, default_embedder, query_words
 
 
 @dataclass(frozen=True)
@@ -147,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("datasets", nargs="+")
     parser.add_argument("--out", help="write every per-collection figure and the choice as JSON")
     args = parser.parse_args(argv)
-    embedding = CachedEmbedding(MiniLMEmbedder())
+    embedding = CachedEmbedding(default_embedder())
     preps = []
     for path in args.datasets:
         print(f"preparing {path}", file=sys.stderr, flush=True)

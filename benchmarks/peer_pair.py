@@ -34,7 +34,7 @@ from hybrid_memory_eval.runs import run_peer
 from hybrid_memory_eval.significance import paired_randomisation_test
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory.testing import default_embedder
 
 
 def group_of(query_metadata: dict[str, object], by: str | None) -> str | None:
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--peer must name one of {sorted(PEERS)}; got {args.peer!r}")
     dataset = load_dataset(args.dataset)
     progress = Progress(sys.stderr)
-    embedding = CachedEmbedding(MiniLMEmbedder())
+    embedding = CachedEmbedding(default_embedder())
     configurations = [{}] + [
         dict(parse_setting(part) for part in text.split(",")) for text in args.set
     ]

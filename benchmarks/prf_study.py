@@ -58,8 +58,16 @@ from benchmarks.fusion_study import (
     rank,
 )
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
-from hybrid_memory._keyword.bm25_scores import K1, B, bm25_idf
+from hybrid_memory.testing import BM25_B as B
+from hybrid_memory.testing import BM25_K1 as K1
+from hybrid_memory.testing import (
+    STOPWORDS,
+    bm25_idf,
+    default_model_tokenizer_file,
+    keyword_postings,
+    keyword_terms,
+    query_words,
+)
 
 
 @dataclass
@@ -82,27 +90,21 @@ class Terms:
 def term_stats(path: str, prep: Prepared, embedding: CachedEmbedding) -> Terms:
     memory = build_memory(prep.dataset, {}, embedding=embedding)
     try:
-        index = memory._parts.index
-        search = index.keywords
-        with index._lock:
-            postings = search.keeper.ready()
-            rowids = sorted(int(r) for r in postings.live_rowids())
-            id_of = index.ids_cache.ids_of(rowids)
-            position = {d: i for i, d in enumerate(prep.ids)}
-            vocab: dict[str, int] = {}
-            rows_, cols_, vals_ = [], [], []
-            for term, r, tfs in postings.each_term():
-                t = vocab.setdefault(term, len(vocab))
-                rows_.append(np.array([position[id_of[int(x)]] for x in r], dtype=np.int64))
-                cols_.append(np.full(len(r), t, dtype=np.int64))
-                vals_.append(tfs.astype(np.float64))
-            stop_terms = {ts[0] for ts in search.terms_of(sorted(STOPWORDS)) if ts}
-            query_terms, all_query_terms = {}, {}
-            for q in prep.queries:
-                for drop, out in ((True, query_terms), (False, all_query_terms)):
-                    words = query_words(q.text, drop_stopwords=drop)
-                    terms = [ts[0] for ts in search.terms_of(words) if ts]
-                    out[q.id] = [vocab[t] for t in terms if t in vocab]
+        position = {d: i for i, d in enumerate(prep.ids)}
+        vocab: dict[str, int] = {}
+        rows_, cols_, vals_ = [], [], []
+        for term, holders, tfs in keyword_postings(memory):
+            t = vocab.setdefault(term, len(vocab))
+            rows_.append(np.array([position[h] for h in holders], dtype=np.int64))
+            cols_.append(np.full(len(holders), t, dtype=np.int64))
+            vals_.append(tfs.astype(np.float64))
+        stop_terms = {ts[0] for ts in keyword_terms(memory, sorted(STOPWORDS)) if ts}
+        query_terms, all_query_terms = {}, {}
+        for q in prep.queries:
+            for drop, out in ((True, query_terms), (False, all_query_terms)):
+                words = query_words(q.text, drop_stopwords=drop)
+                terms = [ts[0] for ts in keyword_terms(memory, words) if ts]
+                out[q.id] = [vocab[t] for t in terms if t in vocab]
     finally:
         memory.close()
     docs = np.concatenate(rows_)
@@ -259,9 +261,7 @@ def window_matrix(prep: Prepared, embedding: CachedEmbedding) -> tuple[np.ndarra
     and how many memories exceed the window."""
     from tokenizers import Tokenizer
 
-    from hybrid_memory._embedding.model_files import find_model_files
-
-    tok = Tokenizer.from_file(str(find_model_files().tokenizer))
+    tok = Tokenizer.from_file(str(default_model_tokenizer_file()))
     tok.no_padding()
     tok.no_truncation()
     texts = [d.text for d in prep.dataset.storable()]

@@ -267,19 +267,20 @@ def chroma_view(memory: Any, memory_id: str, text: str) -> dict[str, Any]:
     are those of the acknowledged text (else the collection is stale: a lost write), and
     where its own nearest-neighbour search, asked with that exact vector, puts the memory
     (None: not among the 100 nearest, an approximate-search miss)."""
-    collection = memory._parts.collection  # a diagnostic reads past the public API
-    stored = collection.call("get", ids=[memory_id], include=["documents", "embeddings"])
+    from hybrid_memory.testing import chroma_nearest, chroma_record
+
+    stored = chroma_record(memory, memory_id)  # a diagnostic reads past the public API
     vector = SeededEmbedding()([text])[0]
-    nearest = list(collection.nearest(vector, 100, None))
+    nearest = chroma_nearest(memory, vector, 100)
     return {
-        "stored_text_matches": bool(stored["documents"]) and stored["documents"][0] == text,
+        "stored_text_matches": stored is not None and stored[0] == text,
         "stored_cosine": (
-            float(sum(a * b for a, b in zip(stored["embeddings"][0], vector, strict=True)))
-            if len(stored["embeddings"])
+            float(sum(a * b for a, b in zip(stored[1], vector, strict=True)))
+            if stored is not None
             else None
         ),
         "chroma_rank": nearest.index(memory_id) + 1 if memory_id in nearest else None,
-        "collection_size": collection.call("count"),
+        "collection_size": memory.count(),
     }
 
 
@@ -287,8 +288,9 @@ def worker_main(args: argparse.Namespace) -> None:
     directory = Path(args.dir)
     memory = open_store(args.kind, args.target)
     memory.search("warm up")
-    collection = memory._parts.collection
-    owner = collection._ownership is not None and collection._ownership.is_owner
+    from hybrid_memory.testing import owns_path
+
+    owner = owns_path(memory)
     worker = Worker(memory, args.index, directory / f"ops-{args.index}.jsonl")
     print(f"READY {'owner' if owner else 'peer'}", flush=True)
     sys.stdin.readline()

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.vector_cache import CachedEmbedding
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory.testing import default_embedder
 
 _WORD = re.compile(r"\b(?:[A-Z][a-zA-Z]+|\d+(?:[.,:]\d+)?)\b")
 # Sentence-initial and conversational capitals that name no subject.
@@ -122,7 +122,7 @@ def main() -> None:
     corpus, queries, judged = _load(args.dataset)
     pairs = oracle_pairs(corpus, queries, judged)
     index = {d["_id"]: n for n, d in enumerate(corpus)}
-    vectors = CachedEmbedding(MiniLMEmbedder()).matrix([d["text"] for d in corpus])
+    vectors = CachedEmbedding(default_embedder()).matrix([d["text"] for d in corpus])
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     cos = np.array([float(unit[index[a]] @ unit[index[b]]) for a, b in pairs])
     report: dict[str, Any] = {

@@ -35,9 +35,7 @@ from _scale.measure import percentiles
 from _scale.tenants import _texts, _Timed
 
 from hybrid_memory import HybridMemory
-from hybrid_memory._model.namespaces import namespace_digest, partition_collection
-from hybrid_memory._model.records import IndexRow, chroma_metadata
-from hybrid_memory._store.partition import PARTITION_KEY, chroma_id
+from hybrid_memory.testing import namespace_records
 
 OPENED, SEARCHES, PER = 400, 200, 10
 
@@ -66,18 +64,19 @@ def main() -> None:
     store.namespace("tenant-0").add_many(_texts(0, PER))  # makes the shared collections
     store.close()
     collection = where["collection"]
-    shared = client.get_collection(partition_collection(collection))
     now = time.time()
+    shared_name = namespace_records(collection, "tenant-0", [], now)[0]
+    shared = client.get_collection(shared_name)
     for start in range(1, n, 500):
         ids, texts, metadatas = [], [], []
         for tenant in range(start, min(start + 500, n)):
-            key = namespace_digest(collection, f"tenant-{tenant}")
-            for j, item in enumerate(_texts(tenant, PER)):
-                row = IndexRow(str(j), item["text"], tuple(item["tags"]), item["metadata"])
-                row = IndexRow(row.id, row.text, row.tags, row.metadata, "", now, now)
-                ids.append(chroma_id(key, str(j)))
-                texts.append(item["text"])
-                metadatas.append({**chroma_metadata(row), PARTITION_KEY: key})
+            items = [{**item, "id": str(j)} for j, item in enumerate(_texts(tenant, PER))]
+            _, tenant_ids, tenant_metadatas = namespace_records(
+                collection, f"tenant-{tenant}", items, now
+            )
+            ids += tenant_ids
+            texts += [item["text"] for item in items]
+            metadatas += tenant_metadatas
         vectors = embedding.embed_documents(texts)
         shared.add(ids=ids, embeddings=vectors, documents=texts, metadatas=metadatas)
     print(f"shared collection: {shared.count()} records", flush=True)

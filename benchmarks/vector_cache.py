@@ -30,9 +30,9 @@ class CachedEmbedding:
 
     def __init__(self, embedder: Any = None, path: str | Path | None = None) -> None:
         if embedder is None:
-            from hybrid_memory._embedding.embedders import SentenceTransformerEmbedder
+            from hybrid_memory.testing import sentence_transformers_embedder
 
-            embedder = SentenceTransformerEmbedder()
+            embedder = sentence_transformers_embedder()
         self._embedder = embedder
         self.model_name = str(getattr(embedder, "model_name", embedder.name))
         self.name = embedder.name

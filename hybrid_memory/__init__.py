@@ -27,6 +27,7 @@ from hybrid_memory._model.errors import (
     StoreError,
     StoreNotFoundError,
 )
+from hybrid_memory._model.hosts import is_loopback
 from hybrid_memory._model.results import Hit, Memory, SearchResult, StoreStats, TimeWindow
 from hybrid_memory._model.write_outcomes import (
     AddResult,
@@ -75,6 +76,7 @@ __all__ = [
     "export_lines",
     "export_memories",
     "import_memories",
+    "is_loopback",
 ]
 
 #: The public names loaded on first use, and the private module each comes from.

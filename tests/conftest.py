@@ -127,12 +127,12 @@ def filter_paths(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def set_paths(*, narrow_filter: int | None = None, exact_search: int | None = None) -> None:
         from hybrid_memory._search import legs as legs
-        from hybrid_memory._store import collection as collection
+        from hybrid_memory._store.collection import ChromaCollection
 
         if narrow_filter is not None:
             monkeypatch.setattr(legs.Scope, "NARROW", narrow_filter)
         if exact_search is not None:
-            monkeypatch.setattr(collection, "_COMPARE_ALL", exact_search)
+            monkeypatch.setattr(ChromaCollection, "compare_all", exact_search)
 
     return set_paths
 

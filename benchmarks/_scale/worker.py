@@ -51,65 +51,19 @@ def _timed_search(
     return wall * 1e3, (wall - (embedding.seconds - before)) * 1e3, ids
 
 
-# Where hybrid-memory's search spends its time: (label, module, class, method). Timed
-# by wrapping those methods for one more pass over the timed queries
-# (``search_stages_ms``: each question's second search, with what the first left in the
-# caches and in the index's memory of ids), then over questions never asked before
-# (``search_stages_first_ms``: first searches, as the timed ones are). The wrappers cost
-# a little; the figures explain the total, they do not replace it.
-SEARCH_STAGES = (
-    ("total", "hybrid_memory._search.searcher", "Searcher", "search"),
-    ("vector leg (Chroma query)", "hybrid_memory._search.legs", "VectorLeg", "rank"),
-    (
-        "feedback vectors (Chroma get)",
-        "hybrid_memory._store.collection",
-        "ChromaCollection",
-        "vectors_by_id",
-    ),
-    ("keyword leg", "hybrid_memory._search.legs", "KeywordLeg", "rank"),
-    ("long hits' read shares", "hybrid_memory._search.legs", "KeywordLeg", "read_shares"),
-    ("tag leg", "hybrid_memory._search.legs", "TagLeg", "rank"),
-    # a function (no class): patched on the module that calls it
-    ("relevance scores", "hybrid_memory._search.searcher", "", "hit_relevance"),
-    ("hits read from the index", "hybrid_memory._search.searcher", "Searcher", "memories"),
-)
-# Parts of the stages above (or of several of them), timed alongside them.
-SEARCH_PARTS = (
-    ("within: keyword top rows", "hybrid_memory._keyword.postings", "Postings", "top"),
-    ("within: memory ids to index rows", "hybrid_memory._keyword.postings", "Postings", "rows_of"),
-    ("within: index rows to memory ids", "hybrid_memory._keyword.postings", "Postings", "ids_of"),
-    ("within: tag leg, hits naming the tags", "hybrid_memory._search.legs", "TagLeg", "_naming"),
-)
-
-
 def search_stages(system: System, queries: list[str]) -> dict[str, float]:
-    """Mean ms per search spent in each of :data:`SEARCH_STAGES` and
-    :data:`SEARCH_PARTS` over ``queries``, and the rest of the total (the stages' time
-    subtracted, their parts' not)."""
-    import importlib
+    """Mean ms per search spent in each stage and part of a search over ``queries``
+    (``hybrid_memory.testing.SEARCH_STAGES`` and ``SEARCH_PARTS``, timed by wrapping
+    them for one more pass: ``search_stages_ms`` is each question's second search, with
+    what the first left in the caches and in the index's memory of ids;
+    ``search_stages_first_ms`` questions never asked before), and the rest of the total
+    (the stages' time subtracted, their parts' not). The wrappers cost a little; the
+    figures explain the total, they do not replace it."""
+    from hybrid_memory.testing import SEARCH_STAGES, timed_search_stages
 
-    spent = dict.fromkeys((label for label, *_ in SEARCH_STAGES + SEARCH_PARTS), 0.0)
-    originals = []
-    for label, module, cls_name, method in SEARCH_STAGES + SEARCH_PARTS:
-        owner = importlib.import_module(module)
-        cls = getattr(owner, cls_name) if cls_name else owner
-        original = getattr(cls, method)
-        originals.append((cls, method, original))
-
-        def timed(*args: Any, _f: Any = original, _label: str = label, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return _f(*args, **kwargs)
-            finally:
-                spent[_label] += time.perf_counter() - start
-
-        setattr(cls, method, timed)
-    try:
+    with timed_search_stages() as spent:
         for query in queries:
             system.search(query)
-    finally:
-        for cls, method, original in originals:
-            setattr(cls, method, original)
     out = {label: round(seconds / len(queries) * 1e3, 3) for label, seconds in spent.items()}
     out["rest (fusion, orchestration)"] = round(
         out["total"] - sum(out[label] for label, *_ in SEARCH_STAGES if label != "total"), 3
@@ -274,9 +228,9 @@ def run_worker(
                 if data["stage_queries"]:
                     result["search_stages_first_ms"] = search_stages(system, data["stage_queries"])
                 # Which path ranked the keyword leg (compiled loops or numpy, and why).
-                from hybrid_memory._keyword import scoring_kernel
+                from hybrid_memory.testing import keyword_leg_path
 
-                result["keyword_leg"] = scoring_kernel.status()
+                result["keyword_leg"] = keyword_leg_path()
         filtered, filtered_hits = [], []
         for start in range(0, len(queries), BLOCK):
             with turns.turn():
@@ -327,17 +281,17 @@ def run_model_worker(
     workdir: Path, batch_size: int | None, backend: str = "onnxruntime"
 ) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
-    from hybrid_memory._model.settings import HybridMemorySettings
+    from hybrid_memory import HybridMemorySettings
+    from hybrid_memory.testing import default_embedder, sentence_transformers_embedder
 
     settings = HybridMemorySettings()
     batch = batch_size or settings.embedding_batch_size
-    models: dict[int, MiniLMEmbedder | SentenceTransformerEmbedder] = {}
+    models: dict[int, Any] = {}
 
-    def new_model(size: int) -> MiniLMEmbedder | SentenceTransformerEmbedder:
+    def new_model(size: int) -> Any:
         if backend == "sentence-transformers":  # the backend before onnxruntime, same files
-            return SentenceTransformerEmbedder(batch_size=size)
-        return MiniLMEmbedder(size, settings.cache_dir)
+            return sentence_transformers_embedder(size)
+        return default_embedder(size, settings.cache_dir)
 
     data, matrix, keys = load_prepared(workdir, peer=False)
     texts = [m["text"] for m in data["store"][:1024]]

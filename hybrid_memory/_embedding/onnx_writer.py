@@ -2,8 +2,8 @@
 for the fields ``onnx.proto`` numbers, and the BERT encoder of all-MiniLM-L6-v2 as a
 graph of standard operators (opset 17) with the weights as initializers.
 
-Why by hand: ``onnx``'s helpers would replace ~120 lines of wire format, but the wheel
-is ~16 MB (40-60 MB installed) and builds the whole model in memory, where this writes
+Why by hand: ``onnx``'s helpers would replace ~120 lines of wire format, but it is a
+large dependency and builds the whole model in memory, where this writes
 it piece by piece, the weights copied once, the large ones to a separate data file that
 onnxruntime maps. ``tests/unit/test_onnx_writer.py`` checks the output with
 ``onnx.checker`` (``onnx`` is a dev dependency only).

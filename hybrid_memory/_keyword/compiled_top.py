@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -27,23 +26,11 @@ from hybrid_memory._keyword.bm25_scores import (
     bm25_idf,
 )
 from hybrid_memory._keyword.postings_file import TermLists
-
-if TYPE_CHECKING:
-    from hybrid_memory._keyword.postings import Postings
+from hybrid_memory._keyword.ranked_postings import RankedPostings
 
 # The compiled top totals a query's rows this many at a time (64 KB of totals, which
 # stay in the processor's cache).
 _BLOCK = 8_192
-
-
-class Scratch:
-    """The loops' totals, kept between searches, all zeros between them (each search
-    clears the rows it scored), so that no search allocates a store-long array."""
-
-    def __init__(self) -> None:
-        self.totals = np.zeros(0, dtype=np.float64)  # one per row id, for scores and within
-        self.dirty = False  # a search was cut short before clearing
-        self.block = np.zeros(0, dtype=np.float64)  # best_rows' block of totals
 
 
 def _address(values: np.ndarray) -> int:
@@ -53,7 +40,7 @@ def _address(values: np.ndarray) -> int:
 
 
 def _scored(
-    postings: Postings, loops: ModuleType, terms: Sequence[str]
+    postings: RankedPostings, loops: ModuleType, terms: Sequence[str]
 ) -> Iterator[tuple[TermLists, tuple[float, float, float]]]:
     """Each part of the postings of each of ``terms`` (in order, repeats kept) that some
     live row holds, with its term's BM25 factors
@@ -72,7 +59,11 @@ def _scored(
 
 
 def top(
-    postings: Postings, loops: ModuleType, terms: Sequence[str], limit: int, within: IntArray | None
+    postings: RankedPostings,
+    loops: ModuleType,
+    terms: Sequence[str],
+    limit: int,
+    within: IntArray | None,
 ) -> tuple[IntArray, FloatArray]:
     """:meth:`Postings.top`: a block of rows at a time, or, ``within`` given, those rows'
     totals read off the kept array of totals (which :func:`scores` uses too)."""
@@ -92,7 +83,7 @@ def top(
 
 
 def scores(
-    postings: Postings, loops: ModuleType, terms: Sequence[str]
+    postings: RankedPostings, loops: ModuleType, terms: Sequence[str]
 ) -> tuple[IntArray, FloatArray]:
     """:meth:`Postings.scores`."""
     lists = _totals(postings, loops, terms)
@@ -106,7 +97,7 @@ def scores(
 
 
 def _best_rows(
-    postings: Postings, loops: ModuleType, terms: Sequence[str], limit: int
+    postings: RankedPostings, loops: ModuleType, terms: Sequence[str], limit: int
 ) -> tuple[IntArray, FloatArray]:
     """:meth:`Postings.top` without ``within``
     (:func:`~hybrid_memory._keyword._scoring_loops.best_rows`): the same rows and floats,
@@ -148,7 +139,7 @@ def _best_rows(
 
 
 def _totals(
-    postings: Postings, loops: ModuleType, terms: Sequence[str]
+    postings: RankedPostings, loops: ModuleType, terms: Sequence[str]
 ) -> list[npt.NDArray[np.int32]]:
     """Score the live postings of ``terms`` into the kept totals, in the numpy path's
     order (term by term, each term's rows ascending); returns the lists scored (row ids,
@@ -181,7 +172,7 @@ def _totals(
     return lists
 
 
-def _clear(postings: Postings, loops: ModuleType, lists: list[npt.NDArray[np.int32]]) -> None:
+def _clear(postings: RankedPostings, loops: ModuleType, lists: list[npt.NDArray[np.int32]]) -> None:
     for rows in lists:
         loops.clear(postings.scratch.totals, rows)
     postings.scratch.dirty = False

@@ -5,11 +5,11 @@ for each."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
 from hybrid_memory._model.errors import IndexFileError, StoreError
 from hybrid_memory._process.descriptors import descriptor_exhaustion
+from hybrid_memory._process.disk_room import why_no_room
 
 # SQLite result codes that mean the file is damaged or was replaced under this
 # connection, not that it is busy: (primary) SQLITE_CORRUPT, SQLITE_NOTADB, and
@@ -37,32 +37,6 @@ def is_full(exc: BaseException) -> bool:
     if code is None:  # Python < 3.11: only the message tells
         return "database or disk is full" in str(exc)
     return code & 0xFF in _FULL_PRIMARY or code in _FULL_EXTENDED
-
-
-def why_no_room(path: str) -> str:
-    """Why a write to ``path`` may find no room, as far as this process can tell: its
-    file system nearly full, or a file size limit on the process ("" when neither)."""
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    reasons = []
-    try:
-        free = os.statvfs(directory)
-        available = free.f_bavail * free.f_frsize
-        if available < 16 * 1024 * 1024:
-            reasons.append(f"the disk is full ({available // 1024} KiB free in {directory})")
-    except (AttributeError, OSError):  # no statvfs (Windows)
-        pass
-    try:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY:
-            reasons.append(
-                f"the file cannot grow past this process's file size limit of {limit} bytes "
-                "(RLIMIT_FSIZE, ulimit -f)"
-            )
-    except (ImportError, OSError, ValueError):  # Windows
-        pass
-    return " and ".join(reasons)
 
 
 def index_failure(path: str | None, exc: BaseException) -> IndexFileError | StoreError:

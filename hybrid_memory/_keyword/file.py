@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from hybrid_memory._keyword.damage import IndexDamaged, is_damage
-from hybrid_memory._keyword.damage import is_full as is_full
-from hybrid_memory._keyword.damage import why_no_room as why_no_room
 from hybrid_memory._keyword.file_access import exclusive, filling, keep_whole, unusable_reported
 from hybrid_memory._keyword.schema import EPOCH_KEY, create_schema, text_count
 from hybrid_memory._keyword.template import write_empty

@@ -7,7 +7,6 @@ sorting every match, and which rows hold which terms (a binary search per term).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -19,12 +18,10 @@ from hybrid_memory._keyword.bm25_scores import (
     bm25_idf,
     bm25_term_scores,
 )
-
-if TYPE_CHECKING:
-    from hybrid_memory._keyword.postings import Postings
+from hybrid_memory._keyword.ranked_postings import RankedPostings
 
 
-def scores(postings: Postings, terms: Sequence[str]) -> tuple[IntArray, FloatArray]:
+def scores(postings: RankedPostings, terms: Sequence[str]) -> tuple[IntArray, FloatArray]:
     """:meth:`Postings.scores`."""
     matched = _matched(postings, terms)
     if matched is None:
@@ -39,7 +36,7 @@ def scores(postings: Postings, terms: Sequence[str]) -> tuple[IntArray, FloatArr
 
 
 def top(
-    postings: Postings, terms: Sequence[str], limit: int, within: IntArray | None
+    postings: RankedPostings, terms: Sequence[str], limit: int, within: IntArray | None
 ) -> tuple[IntArray, FloatArray]:
     """:meth:`Postings.top`: only candidates are ranked.
 
@@ -68,7 +65,7 @@ def top(
 
 
 def _shortest_list(
-    postings: Postings, terms: Sequence[str], at_least: int
+    postings: RankedPostings, terms: Sequence[str], at_least: int
 ) -> npt.NDArray[np.int32] | None:
     """The live row ids of the term of ``terms`` matching the fewest rows, of those
     matching at least ``at_least`` (None when no term does)."""
@@ -85,7 +82,7 @@ def _shortest_list(
 
 
 def _matched(
-    postings: Postings, terms: Sequence[str]
+    postings: RankedPostings, terms: Sequence[str]
 ) -> tuple[npt.NDArray[np.int32], FloatArray] | None:
     """The live postings of ``terms``: their row ids (one per posting) and the BM25
     total of every row id up to the highest matched (0.0 where none matched); None
@@ -122,7 +119,9 @@ def _matched(
     return rows, totals
 
 
-def holding_each(postings: Postings, terms: Sequence[str], rows: IntArray) -> npt.NDArray[np.bool_]:
+def holding_each(
+    postings: RankedPostings, terms: Sequence[str], rows: IntArray
+) -> npt.NDArray[np.bool_]:
     """Whether each of ``rows`` (live) holds each of ``terms``: a boolean array of
     ``len(terms)`` by ``len(rows)`` (a row not live holds none)."""
     rows = np.asarray(rows, dtype=np.int64)
@@ -135,7 +134,7 @@ def holding_each(postings: Postings, terms: Sequence[str], rows: IntArray) -> np
     return held
 
 
-def holding_all(postings: Postings, terms: Sequence[str], rows: IntArray) -> IntArray:
+def holding_all(postings: RankedPostings, terms: Sequence[str], rows: IntArray) -> IntArray:
     """Those of ``rows`` (live) that hold every one of ``terms``: a binary search per
     term (each term's rows are ascending), whatever the size of the store."""
     rows = np.asarray(rows, dtype=np.int64)
@@ -147,14 +146,14 @@ def holding_all(postings: Postings, terms: Sequence[str], rows: IntArray) -> Int
     return rows
 
 
-def _live_among(postings: Postings, rows: IntArray) -> npt.NDArray[np.bool_]:
+def _live_among(postings: RankedPostings, rows: IntArray) -> npt.NDArray[np.bool_]:
     """Whether each of ``rows`` is a live row (one out of range is not)."""
     live = (rows >= 0) & (rows < len(postings.live))
     live[live] = postings.live[rows[live]]
     return live
 
 
-def _holds(postings: Postings, term: str, rows: IntArray) -> npt.NDArray[np.bool_]:
+def _holds(postings: RankedPostings, term: str, rows: IntArray) -> npt.NDArray[np.bool_]:
     """Whether each of ``rows`` (in range) is among ``term``'s row ids. Searched at
     the postings' width (given wider rows, searchsorted copies the list first)."""
     held = np.zeros(len(rows), dtype=bool)

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from hybrid_memory._keyword import compiled_top, numpy_top, postings_file, scoring_kernel
 from hybrid_memory._keyword.bm25_scores import FloatArray, IntArray
 from hybrid_memory._keyword.postings_file import MappedPostings, TermLists
+from hybrid_memory._keyword.ranked_postings import Scratch
 from hybrid_memory._keyword.row_names import RowNames
 from hybrid_memory._keyword.tokens import Tokens, term_frequencies
 
@@ -60,7 +61,7 @@ class Postings:
         self._live_count = int(self._live.sum())
         self._live_tokens = float(self._length[self._live].astype(np.float64).sum())
         self._dead = 0  # removed rows whose postings are still in the lists
-        self.scratch = compiled_top.Scratch()
+        self.scratch = Scratch()
 
     @classmethod
     def built(cls, rows: IntArray, terms: Iterable[tuple[str, IntArray, IntArray]]) -> Postings:

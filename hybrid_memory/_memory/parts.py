@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hybrid_memory._embedding.embedders import Embedder, QueryCache, resolve_embedding
+from hybrid_memory._embedding.embedders import Embedder, resolve_embedding
+from hybrid_memory._embedding.query_cache import QueryCache
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import StoreError
 from hybrid_memory._model.namespaces import (
@@ -41,7 +42,7 @@ from hybrid_memory._store.index_location import index_path, server_identity
 from hybrid_memory._store.namespace_registry import NamespaceStore
 from hybrid_memory._store.recent_vectors import RecentVectors
 from hybrid_memory._store.sync import CLOCK_SKEW, IndexSync
-from hybrid_memory._write.writer import Writer
+from hybrid_memory._store.writer import Writer
 
 log = logging.getLogger("hybrid_memory")
 

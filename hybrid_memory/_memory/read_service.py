@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource
 
@@ -25,8 +25,22 @@ from hybrid_memory._model.errors import HybridMemoryError, StoreError
 from hybrid_memory._model.settings import SEARCH_SETTINGS, HybridMemorySettings
 from hybrid_memory._shared_path import reads
 
-if TYPE_CHECKING:
-    from hybrid_memory._memory.memory import HybridMemory
+
+class ServedStore(Protocol):
+    """What the service needs of the store it answers with (a ``HybridMemory``; named by
+    its surface, as the store imports this module)."""
+
+    settings: HybridMemorySettings
+
+    @property
+    def embedder(self) -> Any: ...
+
+    def sync(self) -> None: ...
+
+    def with_settings(self, **overrides: Any) -> ServedStore: ...
+
+    def namespace(self, name: str, *, create: bool = ...) -> ServedStore: ...
+
 
 #: The store's methods a client may ask for: each only reads.
 READ_METHODS = frozenset(
@@ -103,9 +117,9 @@ def client_settings(environment: Mapping[str, str], **given: Any) -> HybridMemor
 class ReadService:
     """Answers the reads of command line clients with ``memory`` (a store on a path)."""
 
-    def __init__(self, memory: HybridMemory) -> None:
+    def __init__(self, memory: ServedStore) -> None:
         self._memory = memory
-        self._views: dict[tuple[Any, ...], HybridMemory] = {}
+        self._views: dict[tuple[Any, ...], ServedStore] = {}
         self._lock = threading.Lock()
 
     def __call__(self, request: Mapping[str, Any]) -> tuple[str, Any]:
@@ -129,7 +143,7 @@ class ReadService:
         except Exception as exc:  # sent back as the store's failure, never as a hang
             return "raise", StoreError(f"{type(exc).__name__}: {exc}")
 
-    def _view(self, request: Mapping[str, Any]) -> HybridMemory:
+    def _view(self, request: Mapping[str, Any]) -> ServedStore:
         """The view the client would have opened: the store with the client's search
         settings, then its namespace (which must exist)."""
         memory = self._memory
@@ -180,7 +194,7 @@ class _NotServed(Exception):
     """This store cannot stand in for the client: it opens the store itself."""
 
 
-def serve_reads(memory: HybridMemory) -> ReadService | None:
+def serve_reads(memory: ServedStore) -> ReadService | None:
     """Register ``memory`` (a store on an embedded path) to answer command line reads
     while this process owns the path; None for any other store."""
     path = memory.settings.path
@@ -191,6 +205,6 @@ def serve_reads(memory: HybridMemory) -> ReadService | None:
     return service
 
 
-def stop_serving(memory: HybridMemory, service: ReadService | None) -> None:
+def stop_serving(memory: ServedStore, service: ReadService | None) -> None:
     if service is not None and memory.settings.path is not None:
         reads.unregister(memory.settings.path, service)

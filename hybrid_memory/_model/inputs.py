@@ -237,8 +237,7 @@ class PendingMemories:
     themselves; a memory past those is validated again when its batch is written. A
     call of a million memories so holds their ids and hashes and a bounded number of
     validated copies of the caller's texts, tags and metadata, and a call of a few
-    thousand validates each memory once (the second validation was ~2% of an ingest's
-    time at 100,000 memories)."""
+    thousand validates each memory once."""
 
     KEPT_VALIDATED = 16_384
 

@@ -56,8 +56,8 @@ class Hit:
 
     ``similar_ids`` are the memories that say nearly the same thing as this one and were
     collapsed into this hit (setting ``collapse_similar``), best fused first: this hit
-    stands for them all (the newest of them, or the one superseding the others), at the
-    place and with the fused score and relevance of the best of them. Empty when
+    stands for them all (the best ranked, a superseding one before those it supersedes),
+    with the fused score and relevance of the best of them. Empty when
     nothing was collapsed into it.
     """
 

@@ -10,14 +10,13 @@ environment. An invalid value fails at construction with an
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from hybrid_memory._model.errors import InvalidInputError
 from hybrid_memory._model.namespaces import PARTITION_SUFFIX, REGISTRY_SUFFIX
+from hybrid_memory._model.settings_errors import settings_error, source_error
 
 ENV_PREFIX = "HYBRID_MEMORY_"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -36,9 +35,9 @@ class HybridMemorySettings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise _settings_error(exc) from exc
+            raise settings_error(exc, ENV_PREFIX) from exc
         except SettingsError as exc:  # a list variable that is not valid JSON
-            raise _source_error(exc) from exc
+            raise source_error(exc, ENV_PREFIX) from exc
 
     # --- where the memories live -------------------------------------------------
     path: str | None = Field(
@@ -202,8 +201,8 @@ class HybridMemorySettings(BaseSettings):
         "months ago\", \"before I moved\") does, relative to the query's now: 'boost' ranks "
         "memories created in that window higher, 'narrow' searches only them (every leg, "
         "before its cut), 'off' (the default) ignores it. SearchResult.time_window shows "
-        "the reading. Off by default: boost gains on LoCoMo but not on LongMemEval "
-        "(docs/quality-study.md).",
+        "the reading. Off by default: it helps some collections and not others "
+        "(docs/quality.md).",
     )
     time_boost: float = Field(
         1.0,
@@ -234,10 +233,8 @@ class HybridMemorySettings(BaseSettings):
         description="Score-aware fusion of the keyword leg: each keyword hit's RRF share "
         "times 1 + this x its BM25 score min-max normalised over the leg's candidates, so "
         "a hit far ahead of the rest counts more than its rank. 0 (default) is plain "
-        "weighted RRF. Measured (docs/quality-study.md, issue 43): 0.5 lifts LongMemEval "
-        "nDCG@10 by about 0.03 (every question type) and costs Cranfield 0.02: for stores "
-        "whose keyword leg is the stronger one (chat logs full of names and numbers); "
-        "measure it on your own judgments first.",
+        "weighted RRF. For stores whose keyword leg is the stronger one (chat logs full of "
+        "names and numbers); measure it on your own judgments first (docs/quality.md).",
     )
     vector_score_lift: float = Field(
         0.0,
@@ -297,8 +294,8 @@ class HybridMemorySettings(BaseSettings):
     collapse_similar: bool = Field(
         True,
         description="A search shows one hit for memories that say nearly the same thing "
-        "(similar_cosine, similar_words_cosine): the newest of them, or the one superseding "
-        "the others, at the place of the best ranked, the others named in Hit.similar_ids. "
+        "(similar_cosine, similar_words_cosine): the best ranked of them (a superseding one "
+        "before those it supersedes), the others named in Hit.similar_ids. "
         "False shows each one.",
     )
     mmr: float = Field(
@@ -342,9 +339,9 @@ class HybridMemorySettings(BaseSettings):
         description="Seconds between checks of the collection for writes made by other "
         "processes (shared or server stores). The check runs in the background, so those "
         "writes become visible within about this long; a call after the store sat unused "
-        "for two intervals checks first, and 0 makes every call check first. A check "
-        "waits at least 20 times as long as the last one took (Chroma's count grows with "
-        "the collection), and an embedded store skips it while nobody wrote to its path.",
+        "for two intervals checks first, and 0 makes every call check first. On a large "
+        "store checks are spaced further (they grow with the collection), and an embedded "
+        "store skips them while nobody wrote to its path.",
     )
 
     open_namespaces: int | None = Field(
@@ -456,23 +453,3 @@ def load_settings(
     if not overrides:
         return settings
     return HybridMemorySettings(**(settings.model_dump(exclude_unset=True) | overrides))
-
-
-def _settings_error(exc: ValidationError) -> InvalidInputError:
-    first = exc.errors()[0]
-    loc = [str(part) for part in first.get("loc", ())]
-    name = loc[0] if loc else "settings"
-    field = f"{ENV_PREFIX}{name.upper()} ({name})" if loc else "settings"
-    value = first.get("input")
-    shown = "" if isinstance(value, dict) else f"; got {value!r}"
-    message = first.get("msg", str(exc)).removeprefix("Value error, ")
-    return InvalidInputError(field, f"{message}{shown}")
-
-
-def _source_error(exc: SettingsError) -> InvalidInputError:
-    match = re.search(r'field "(\w+)"', str(exc))
-    name = match.group(1) if match else "settings"
-    return InvalidInputError(
-        f"{ENV_PREFIX}{name.upper()} ({name})",
-        "list values are written as JSON, for example '[500, 5000]'",
-    )

@@ -1,6 +1,7 @@
 """Room to write: an embedded store refuses a write, with :class:`StoreError` naming the
 cause, while its disk has less free space than the write reserve or its files are within
-the reserve of the process's file size limit.
+the reserve of the process's file size limit; and, once a write failed, why it may have
+found no room.
 
 Why: embedded Chroma (1.5.9) does not fail cleanly when its files cannot grow. Its first
 writes that find no room fail ("Error in compaction: Failed to apply logs to the metadata
@@ -57,6 +58,32 @@ def check_room(path: str, reserve: int) -> None:
             f"{limit} bytes (RLIMIT_FSIZE, ulimit -f); the write was refused and nothing of "
             "it stored. Raise the limit and write again; reads go on meanwhile"
         )
+
+
+def why_no_room(path: str) -> str:
+    """Why a write to ``path`` may find no room, as far as this process can tell: its
+    file system nearly full, or a file size limit on the process ("" when neither)."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    reasons = []
+    try:
+        free = os.statvfs(directory)
+        available = free.f_bavail * free.f_frsize
+        if available < 16 * 1024 * 1024:
+            reasons.append(f"the disk is full ({available // 1024} KiB free in {directory})")
+    except (AttributeError, OSError):  # no statvfs (Windows)
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            reasons.append(
+                f"the file cannot grow past this process's file size limit of {limit} bytes "
+                "(RLIMIT_FSIZE, ulimit -f)"
+            )
+    except (ImportError, OSError, ValueError):  # Windows
+        pass
+    return " and ".join(reasons)
 
 
 def _file_size_limit() -> int | None:

@@ -7,9 +7,8 @@ inside C++ code at that moment (numpy's ``np.unique``, which the keyword index's
 build runs on a daemon thread; Chroma's bindings), the forced unwinding meets a frame that
 cannot be unwound and the C++ runtime calls ``std::terminate``: "terminate called without
 an active exception", SIGABRT, after the process had done its work. Short processes that
-exit while a store still builds or serves in the background met it (issue 45: a helper
-of ``tests/integration/test_fleet_start.py``; 8 of 60 short processes in
-``benchmarks/clean_exits.py`` before this module).
+exit while a store still builds or serves in the background meet it
+(``benchmarks/clean_exits.py`` counts them).
 
 How: a store registers its parts here (:func:`close_at_exit`), a background thread
 registers itself (:func:`join_at_exit`). An :mod:`atexit` handler, which runs before the

@@ -3,12 +3,10 @@
 A bulk add churns through large short-lived allocations in C (Chroma's request and log
 records, SQLite's JSON and FTS5 work on the index thread, numpy's per-batch arrays):
 glibc keeps what they free inside its heaps (one per thread that allocated), where a
-page stays resident until something reuses it. Measured on the scale benchmark's ingest
-(blocks of 10,000 memories, docs/performance.md "Where the peak came from"), ~165-215 MB
-of free heap stayed resident after each block, and it grew with the store as the heaps
-fragmented around the allocations that live on (the postings' arrays, SQLite's pages).
-``malloc_trim(0)`` returns every whole free page of every heap (madvise), in ~25-150 ms
-per block on this project's 2-core machine; the next batch gets fresh zeroed pages.
+page stays resident until something reuses it, and the free heap grows with the store as
+the heaps fragment around the allocations that live on (the measurements:
+docs/performance-history.md, "Where the peak came from"). ``malloc_trim(0)`` returns
+every whole free page of every heap (madvise); the next batch gets fresh zeroed pages.
 
 Only glibc has ``malloc_trim``: elsewhere (macOS, Windows, musl) this does nothing.
 """
@@ -20,7 +18,7 @@ import sys
 from collections.abc import Callable
 
 # A write of at least this many memories is followed by a trim: what a batch of this size
-# frees is megabytes, while a trim walks every heap (~25-150 ms on a large store), so
+# frees is megabytes, while a trim walks every heap (tens of ms on a large store), so
 # single adds and small batches never pay for one.
 TRIM_FROM_MEMORIES = 1_000
 
@@ -30,7 +28,7 @@ def _find_trim() -> Callable[[int], int] | None:
         return None
     try:
         # The process's own symbols, libc's among them: no library search at import
-        # (ctypes.util.find_library runs ldconfig in a subprocess, ~25 ms).
+        # (ctypes.util.find_library runs ldconfig in a subprocess).
         trim = ctypes.CDLL(None).malloc_trim  # glibc only (AttributeError on musl)
     except (OSError, AttributeError):
         return None

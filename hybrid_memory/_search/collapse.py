@@ -9,9 +9,10 @@ texts the store holds for the candidates: nothing is embedded again), else it le
 new group, until one more group than needed would start. (Any member, not only the
 leader: two restatements of one fact, each with its own date in front, are not
 near-duplicates of each other, but both are of the fact.) A group takes its leader's
-place and fused score; the memory shown for it is the one no other member supersedes,
-the newest of those (the memory that says it last), and the others are its
-``similar_ids``, in fused order. A candidate without a stored vector is a group alone.
+place and fused score; the memory shown for it is the best ranked of those no other
+member supersedes (what the search would have shown there without the collapse), and
+the others are its ``similar_ids``, in fused order. A candidate without a stored vector
+is a group alone.
 
 With ``mmr`` (a diversity weight), more groups are formed (``fetch``, as LangChain's
 ``fetch_k``) and :func:`~hybrid_memory._search.mmr.mmr_order` chooses ``k`` of them.
@@ -177,16 +178,9 @@ def _unit(vector: npt.ArrayLike | None) -> npt.NDArray[np.float64] | None:
 
 
 def _shown(group: Group, superseded: Mapping[str, str]) -> Memory:
-    """The member that stands for ``group``: one no other member supersedes, the newest
-    of those (ties: the better ranked)."""
+    """The member that stands for ``group``: the best ranked of those no other member
+    supersedes. The best ranked rather than the newest: it is the one that answers the
+    question, and a group of restatements says the same thing at every date."""
     ids = {m.id for m in group.members}
     current = [m for m in group.members if superseded.get(m.id) not in ids] or group.members
-    newest = max(
-        range(len(current)),
-        key=lambda i: (_time(current[i]), -i),
-    )
-    return current[newest]
-
-
-def _time(memory: Memory) -> float:
-    return memory.created_at.timestamp() if memory.created_at is not None else 0.0
+    return current[0]

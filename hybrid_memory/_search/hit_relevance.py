@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy.typing as npt
 
-from hybrid_memory._embedding.embedders import QueryCache
+from hybrid_memory._embedding.query_cache import QueryCache
 from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.results import Memory

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory._embedding.embedders import Vector, nearest_by_cosine
+from hybrid_memory._embedding.vectors import Vector, nearest_by_cosine
 from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._keyword.postings import IntArray

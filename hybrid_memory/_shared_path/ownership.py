@@ -1,46 +1,20 @@
 """Many processes on one embedded store path: one of them owns the path, the others
 reach its collections through it.
 
-Why: Chroma's embedded client (``PersistentClient``) is not safe for two processes on
-one directory. Each process keeps its own copy of the vector index in memory and never
-reads the other's writes back (a second process's memories stay invisible to the first
-one's vector search), and their logs interleave until one fails with "Error finding id"
-on every read. Two MCP clients launching ``hybrid-memory mcp`` on one
-``HYBRID_MEMORY_PATH`` is the README's own setup, so that case must just work.
+Why: Chroma's embedded client is not safe for two processes on one directory (each keeps
+its own copy of the vector index and never reads the other's writes back), and two MCP
+clients on one path is the common setup.
 
-How:
-
-* **One owner per path**, elected with an OS file lock (:mod:`hybrid_memory._shared_path.lock`
-  on ``hybrid-memory-owner.lock`` in the store directory), held for the owner's life. The
-  kernel frees the lock when the owner exits or is killed (kill -9 included), so a dead
-  owner can never block the path. The owner opens embedded Chroma as a single process
-  would: its own calls go straight to Chroma (a single process is as fast as before).
-* **The owner serves the others** on a loopback socket (:mod:`hybrid_memory._shared_path.server`;
-  the address, the key and the connections in :mod:`hybrid_memory._shared_path.link`). A
-  non-owner's collection is a :class:`~hybrid_memory._shared_path.proxy.ProxyCollection` with the
-  surface :class:`~hybrid_memory._store.collection.ChromaCollection` uses; each call is one
-  request, sent on a connection of a small per-process pool (threads do not wait for each
-  other).
-* **Every request has a deadline** (the store's ``request_timeout``). An owner that is
-  stopped, not dead (SIGSTOP, a debugger, a suspended laptop), keeps its lock, so nobody
-  can take over: the request fails with :class:`StoreError` naming the owner's pid and the
-  setting, and the next request asks again (and succeeds once the owner resumes, or once
-  it exited and another process took over).
-* **When the owner goes away** (closed, crashed, killed), its clients' connections fail;
-  each of them runs the election again: one takes the lock and opens embedded Chroma
-  (which replays Chroma's write-ahead log: every write the old owner acknowledged is
-  there), the others connect to it. The failed request is then sent again. Every
-  request is safe to repeat: reads; ``upsert`` and ``delete`` (idempotent); ``add``,
-  which the store sends only with ids it generated (uuid4), so a repeat either writes the
-  records (the first try never reached Chroma) or finds them there already, which Chroma
-  skips; ``modify`` (sets the same metadata again). A request is acknowledged only once
-  the owner answered, so nothing acknowledged is lost.
-* **The keyword index** is a SQLite file every process on the path opens itself (SQLite
-  is made for that); each process's periodic sync catches up with the others' writes.
-
-Refused up front, with :class:`StoreError`: a store directory whose file system has no
-working file locks (some network file systems), and a path whose owner runs on another
-machine (a shared file system: loopback cannot reach it; use a Chroma server).
+How: the owner is elected with an OS file lock held for its life (the kernel frees it
+when the owner dies), opens embedded Chroma and serves the others on loopback
+(:mod:`~hybrid_memory._shared_path.server`); the others send each call as one request with
+a deadline (:mod:`~hybrid_memory._shared_path.proxy`). When the owner goes away, its
+clients elect again and send the failed request again: every request is safe to repeat
+(an ``add`` carries ids the store generated, which Chroma skips when it holds them), and
+nothing is acknowledged before the owner answered. A path whose file system has no
+working locks, or whose owner runs on another machine, is refused with
+:class:`StoreError`. The whole design: docs/architecture.md, "Many processes on one
+embedded path".
 """
 
 from __future__ import annotations
@@ -85,8 +59,6 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 _SETTING = "request_timeout, HYBRID_MEMORY_REQUEST_TIMEOUT"
 
 
-# --- one process's share of a path ----------------------------------------------------------
-
 _registry: dict[str, PathOwnership] = {}
 _registry_lock = threading.Lock()
 
@@ -96,12 +68,11 @@ def acquire(
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     write_reserve: int = 0,
 ) -> PathOwnership:
-    """This process's handle on an embedded store path (one per path per process: an OS
-    file lock is per open file, so two stores of one process on one path must share
-    it), counted: :meth:`PathOwnership.release` once per acquire. ``request_timeout``
-    bounds each wait for the owner while electing (the owner's handshake);
-    ``write_reserve`` is the room the owner keeps on disk when it writes for others
-    (:mod:`hybrid_memory._process.disk_room`)."""
+    """This process's handle on an embedded store path, one per path (an OS file lock is
+    per open file, so two stores of one process on one path share it), counted:
+    :meth:`PathOwnership.release` once per acquire. ``request_timeout`` bounds each wait
+    for the owner while electing; ``write_reserve`` is the room the owner keeps on disk
+    when it writes for others."""
     key = str(Path(path).resolve())
     with _registry_lock:
         ownership = _registry.get(key)
@@ -161,7 +132,7 @@ class PathOwnership:
         self.ledger = WriteLedger()  # the same writes, by what they can touch
         self._lock = PathLock(Path(path) / LOCK_FILE)
         self.request_timeout = DEFAULT_REQUEST_TIMEOUT  # the handshake's deadline
-        self.write_reserve = 0  # bytes kept free when writing (see _room)
+        self.write_reserve = 0  # bytes kept free when writing (disk_room)
         self._election = threading.Lock()
         self._started = False
         # As the owner:
@@ -253,12 +224,10 @@ class PathOwnership:
         kwargs: dict[str, Any],
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> Any:
-        """One Chroma operation on the path: ``target`` is a collection name (None: the
-        client). Done here when this process owns the path, else by the owner; a broken
-        connection is followed by an election and the request again (see the module
-        docstring for why every request may be repeated). An owner that is alive but
-        does not answer within ``timeout`` seconds (stopped, stuck) fails the request
-        with StoreError naming its pid; the next request asks again."""
+        """One Chroma operation on the path (``target``: a collection name; None: the
+        client), here when this process owns the path, else by the owner: after a broken
+        connection, once an election is over. An owner alive but silent for ``timeout``
+        seconds (stopped, stuck) fails it with StoreError naming its pid."""
         deadline = time.monotonic() + ELECTION_PATIENCE
         while True:
             if self._chroma is not None:

@@ -1,14 +1,20 @@
 """A non-owner's view of a shared embedded store path: the parts of a Chroma client and
-collection a store uses, each call one request answered by the owner of the path
-(:class:`~hybrid_memory._shared_path.ownership.PathOwnership`), with a deadline."""
+collection a store uses, each call one request answered by the owner of the path, with a
+deadline."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-if TYPE_CHECKING:
-    from hybrid_memory._shared_path.ownership import PathOwnership
+
+class Performer(Protocol):
+    """What the proxy sends its requests through: this process's share of the path
+    (:class:`~hybrid_memory._shared_path.ownership.PathOwnership`), which asks the owner."""
+
+    def perform(
+        self, target: str | None, operation: str, kwargs: dict[str, Any], timeout: float
+    ) -> Any: ...
 
 
 class ProxyClient:
@@ -16,7 +22,7 @@ class ProxyClient:
     each request fails with StoreError when the owner does not answer within ``timeout``
     seconds (the store's ``request_timeout``)."""
 
-    def __init__(self, ownership: PathOwnership, timeout: float) -> None:
+    def __init__(self, ownership: Performer, timeout: float) -> None:
         self._ownership = ownership
         self._timeout = timeout
 
@@ -59,7 +65,7 @@ class ProxyCollection:
 
     def __init__(
         self,
-        ownership: PathOwnership,
+        ownership: Performer,
         name: str,
         collection_id: str,
         metadata: Any,

@@ -47,7 +47,7 @@ class _Dispatcher:
 
     def __init__(self, chroma: Any, before_write: Callable[[], None] = lambda: None) -> None:
         self.chroma = chroma
-        self._before_write = before_write  # raises when a write must be refused (_room)
+        self._before_write = before_write  # raises when a write must be refused (disk_room)
         self._collections: dict[str, Any] = {}
 
     def __call__(self, target: str | None, operation: str, kwargs: dict[str, Any]) -> Any:

@@ -9,8 +9,8 @@ another process), ``None``, which may touch anything.
 A namespace closed while its keyword index was in step with its share, at a count
 :meth:`WriteLedger.mark` gave, is in step when opened again if the mark is unchanged: no
 write that could touch it began since (and none was in flight then). Reading its share
-again from Chroma to find that out costs a scan of the shared collection (13-20 ms per
-call at 100,000 records), most of a search of a namespace opened again.
+again from Chroma to find that out costs a scan of the shared collection, most of a
+search of a namespace opened again.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ the key out of the metadata): pure functions, no I/O.
 
 Why a collection beside the store's and not the store's own: the store's searches would
 then have to leave the namespaces' records out with a ``where`` on every vector query,
-and Chroma's filtered query costs ~60x its plain one (20,000 records, half of them
-matching: 67.6 ms against 1.1 ms p50), besides a count that becomes a scan.
+and Chroma's filtered query costs many times its plain one (docs/performance-history.md),
+besides a count that becomes a scan.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-# Latest writes compared exactly: 0.4 MB at 384 dimensions when full. The comparison
-# reads the whole matrix, which a search finds out of the CPU caches (Chroma's query
-# ran in between): 1,024 writes (1.5 MB) took ~0.2 ms of every search, 256 take ~0.05.
+# Latest writes compared exactly. The comparison reads the whole matrix, which a search
+# finds out of the CPU caches (Chroma's query ran in between), so every search pays for
+# each one kept (docs/performance-history.md).
 KEPT = 256
 
 
@@ -99,7 +99,7 @@ class RecentVectors:
             chosen = np.flatnonzero(similarity >= floor)
             if limit is not None and len(chosen) > limit:
                 # Only the best are wanted: a dict of every kept memory above a low
-                # floor took 0.6 ms, a tenth of a search at 100,000 memories.
+                # floor costs a search more than the cut.
                 chosen = chosen[np.argpartition(-similarity[chosen], max(0, limit - 1))[:limit]]
             chosen = chosen[np.argsort(-similarity[chosen], kind="stable")]
             return {

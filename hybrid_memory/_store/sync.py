@@ -104,7 +104,7 @@ class IndexSync(InStepTracking, Warming, Repair, PeriodicCheck):
         # it reads the same, nobody wrote since, and a check has nothing to find.
         self._in_step_marker: int | None = None
         # The same, as the path owner's count of the writes that can touch the collection
-        # (:meth:`ChromaCollection.write_mark`): unlike the marker, writes elsewhere on the
+        # (:meth:`WriteCounts.begun_on_share`): unlike the marker, writes elsewhere on the
         # path (other namespaces) leave it alone; kept when a namespace closes, so that
         # opening it again needs no read of the collection while it is unchanged.
         self.in_step_write_count: int | None = None
@@ -223,8 +223,8 @@ class IndexSync(InStepTracking, Warming, Repair, PeriodicCheck):
             clock = time.perf_counter()
             started = now_timestamp()  # before the reads (see the class's docstring)
             index, collection = self._index, self._collection
-            marker = collection.write_marker()  # before the reads: a write after it shows
-            mark = collection.write_mark()  # the same, counted (see in_step_write_count)
+            marker = collection.writes.file_version()  # before the reads: a write after it shows
+            mark = collection.writes.begun_on_share()  # the same, counted (see in_step_write_count)
             position = self._position()  # the same, as Chroma's log tells it
             changed = emptied = False
             if index.get_state("collection_id") != collection.id:

@@ -102,7 +102,7 @@ class PeriodicCheck:
             if self.closed:
                 return
             writes = self._writes
-            marker = self._collection.write_marker()  # before: a write after it shows
+            marker = self._collection.writes.file_version()  # before: a write after it shows
             position = self._position()
             read_started = now_timestamp()
             clock = time.perf_counter()

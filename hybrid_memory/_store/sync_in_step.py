@@ -66,15 +66,15 @@ class InStepTracking:
         stored = self._index.get_state(_POSITION_KEY)
         if stored is None or self._index.lagging:
             return False
-        marker = self._collection.write_marker()
-        mark = self._collection.write_mark()
+        marker = self._collection.writes.file_version()
+        mark = self._collection.writes.begun_on_share()
         position = self._position()
         if position is None or stored != f"{position}|{self._index.rows_mark()}":
             self._restored = _went_back(stored, position)
             return False
-        if self._collection.write_marker() == marker:
+        if self._collection.writes.file_version() == marker:
             self._in_step_marker = marker
-        if self._collection.write_mark() == mark:
+        if self._collection.writes.begun_on_share() == mark:
             self.in_step_write_count = mark
         self._in_step_position = position
         self.last_check = time.monotonic()
@@ -112,10 +112,10 @@ class InStepTracking:
         last found the index in step with it, as the path owner's count of writes or the
         write marker tells (which only an embedded store has)."""
         mark = self.in_step_write_count
-        if mark is not None and self._collection.write_mark() == mark:
+        if mark is not None and self._collection.writes.begun_on_share() == mark:
             return True
         marker = self._in_step_marker
-        return marker is not None and self._collection.write_marker() == marker
+        return marker is not None and self._collection.writes.file_version() == marker
 
     def resume(self, mark: int) -> bool:
         """Take the index as in step, without reading the collection, if it was at
@@ -132,7 +132,7 @@ class InStepTracking:
         with self._lock:
             index, collection = self._index, self._collection
             if (
-                collection.write_mark() != mark
+                collection.writes.begun_on_share() != mark
                 or index.lagging
                 or index.get_state("collection_id") != collection.id
             ):
@@ -156,15 +156,15 @@ class InStepTracking:
         memories) slowed the searches and writes beside it."""
         in_step, position = self._in_step_marker, self._in_step_position
         known = in_step is not None or position is not None
-        others = self._collection.others_writes() if known else None
+        others = self._collection.writes.begun_by_others() if known else None
         unchanged = (
             others is not None
             and in_step is not None
-            and self._collection.write_marker() == in_step
+            and self._collection.writes.file_version() == in_step
         )
         mark = self.in_step_write_count
-        counted = mark is not None and self._collection.write_mark() == mark
-        own = self._collection.own_writes
+        counted = mark is not None and self._collection.writes.begun_on_share() == mark
+        own = self._collection.writes.own_record_writes
         if others is None:
             position = None
         carried = position is not None and self._position() == position
@@ -174,23 +174,29 @@ class InStepTracking:
             yield
             # In step after it too if every write begun meanwhile that can touch the
             # collection was this one's (a namespace's: on its share).
-            after = self._collection.write_mark() if counted else None
+            after = self._collection.writes.begun_on_share() if counted else None
             if mark is not None and self.in_step_write_count == mark:
-                if after is not None and after - mark == self._collection.own_writes - own:
+                if (
+                    after is not None
+                    and after - mark == self._collection.writes.own_record_writes - own
+                ):
                     self.in_step_write_count = after
                 else:
                     self.in_step_write_count = None
             if unchanged:
-                marker = self._collection.write_marker()
+                marker = self._collection.writes.file_version()
                 # Counted after the marker is read: another's write counted later than
                 # this commits later too, and moves the marker again.
-                if self._collection.others_writes() == others and self._in_step_marker == in_step:
+                if (
+                    self._collection.writes.begun_by_others() == others
+                    and self._in_step_marker == in_step
+                ):
                     self._in_step_marker = marker
                     self._settle(began)
             if carried:
                 after_position = self._position()
                 if (
-                    self._collection.others_writes() == others
+                    self._collection.writes.begun_by_others() == others
                     and self._in_step_position == position
                 ):
                     self._in_step_position = after_position

@@ -18,7 +18,7 @@ import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
 from hybrid_memory._embedding import model_files as minilm_files
-from hybrid_memory._embedding.embedders import MiniLMEmbedder, SentenceTransformerEmbedder
+from hybrid_memory._embedding.default_model import MiniLMEmbedder, SentenceTransformerEmbedder
 from hybrid_memory._embedding.minilm import MiniLM, graph_dir
 from hybrid_memory._embedding.model_files import ModelFiles, find_model_files
 

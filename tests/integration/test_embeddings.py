@@ -10,7 +10,7 @@ import pytest
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
-from hybrid_memory._embedding.embedders import QueryCache
+from hybrid_memory._embedding.query_cache import QueryCache
 
 from ..conftest import HashEmbedding
 

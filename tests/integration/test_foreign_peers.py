@@ -21,7 +21,7 @@ from hybrid_memory_eval.foreign import (
     not_ready_reason,
 )
 
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._embedding.default_model import MiniLMEmbedder
 from tests.conftest import HashEmbedding, write_collection
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES
 

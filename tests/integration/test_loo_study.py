@@ -102,7 +102,7 @@ def test_the_study_defaults_rank_as_the_engine_and_the_study_runs(
     from benchmarks import loo_study
     from benchmarks.fusion_study import prepare
     from benchmarks.vector_cache import CachedEmbedding
-    from hybrid_memory._embedding.embedders import MiniLMEmbedder
+    from hybrid_memory._embedding.default_model import MiniLMEmbedder
 
     cache = tmp_path / "vectors.sqlite"
     monkeypatch.setenv("HYBRID_MEMORY_VECTOR_CACHE", str(cache))

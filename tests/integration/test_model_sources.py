@@ -19,7 +19,7 @@ import pytest
 
 from hybrid_memory import EmbeddingError, HybridMemory, InvalidInputError
 from hybrid_memory._embedding import model_files as minilm_files
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._embedding.default_model import MiniLMEmbedder
 from hybrid_memory._embedding.model_files import (
     CARRIERS,
     OFFLINE_EXTRA,

@@ -23,7 +23,7 @@ from hybrid_memory_eval import (
 from hybrid_memory_eval.cli import main
 from hybrid_memory_eval.foreign import FOREIGN_PEERS
 
-from hybrid_memory._embedding.embedders import MiniLMEmbedder
+from hybrid_memory._embedding.default_model import MiniLMEmbedder
 from hybrid_memory._model.errors import InvalidInputError
 from tests.conftest import HashEmbedding, write_collection
 from tests.integration.test_eval_cli import CORPUS, METRIC_KEYS, QRELS, QUERIES

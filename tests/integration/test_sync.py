@@ -449,13 +449,13 @@ def test_the_owner_counts_the_writes_it_runs_for_other_processes(tmp_path: Path)
     ) as owner:
         owner.add("a first note", id="first")
         collection = owner._parts.collection
-        others = collection.others_writes()
+        others = collection.writes.begun_by_others()
         assert others is not None  # this process owns the path
         agent = Agent(path)
         try:
             assert agent("role") == {"owner": False}
             agent("add_many", texts=["the gate opens at nine", "the bridge closes at ten"])
-            assert (collection.others_writes() or 0) > others
+            assert (collection.writes.begun_by_others() or 0) > others
             internals = SyncInternals(owner)
             checks = count_checks(internals)
             owner.add("the tower bell rings at noon", id="bell")

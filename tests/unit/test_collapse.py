@@ -70,12 +70,12 @@ def run(
     return choose(ORDER, FUSED, k, Reader(store), rule, mmr, superseded or {})
 
 
-def test_near_duplicates_collapse_into_the_newest_at_the_best_place() -> None:
+def test_near_duplicates_collapse_into_the_best_ranked_at_its_place() -> None:
     chosen = run(peanuts(), 3)
-    assert [m.id for m in chosen.memories] == ["p3", "other", "bday"]
-    assert chosen.similar_ids("p3") == ("p1", "p2")  # fused order, itself left out
+    assert [m.id for m in chosen.memories] == ["p1", "other", "bday"]  # not p3, the newest
+    assert chosen.similar_ids("p1") == ("p2", "p3")  # fused order, itself left out
     assert chosen.similar_ids("other") == ()
-    assert chosen.best(FUSED)["p3"] == FUSED["p1"]  # the group's place and score
+    assert chosen.best(FUSED)["p1"] == FUSED["p1"]  # the group's place and score
 
 
 def test_the_superseding_member_stands_for_its_group_even_when_older() -> None:
@@ -94,7 +94,7 @@ def test_a_candidate_without_a_vector_stands_alone() -> None:
     store = peanuts()
     del store.vectors["p2"]
     chosen = run(store, 4)
-    assert [m.id for m in chosen.memories] == ["p3", "other", "p2", "bday"]
+    assert [m.id for m in chosen.memories] == ["p1", "other", "p2", "bday"]
 
 
 def test_mmr_picks_variety_among_the_groups() -> None:

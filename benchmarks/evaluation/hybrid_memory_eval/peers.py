@@ -61,8 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from hybrid_memory import MissingDependencyError
-from hybrid_memory._model.filters import matches, parse_filter
-from hybrid_memory._model.tags import normalise_tag
+from hybrid_memory.testing import filter_matches, normalise_tag
 
 __all__ = [
     "PEERS",
@@ -131,15 +130,12 @@ def matches_filter(
     """Whether a record with ``metadata`` (and ``tags``) passes the Chroma ``where`` filter.
 
     The same validation and semantics as hybrid-memory's own search legs
-    (:mod:`hybrid_memory._model.filters`): ``$and``/``$or``, bare values for equality, ``$eq $ne
-    $gt $gte $lt $lte $in $nin $contains $not_contains``; ``$ne``/``$nin`` also match
-    records that lack the field, numbers never equal booleans. ``None`` or ``{}``
-    matches everything. An invalid filter raises ``InvalidInputError``.
+    (:func:`hybrid_memory.testing.filter_matches`): ``$and``/``$or``, bare values for
+    equality, ``$eq $ne $gt $gte $lt $lte $in $nin $contains $not_contains``;
+    ``$ne``/``$nin`` also match records that lack the field, numbers never equal
+    booleans. ``None`` or ``{}`` matches everything. An invalid filter raises ``InvalidInputError``.
     """
-    node = parse_filter(where)
-    if node is None:
-        return True
-    return matches(node, metadata, tuple(normalise_tag(t) for t in tags))
+    return filter_matches(where, metadata, tuple(normalise_tag(t) for t in tags))
 
 
 # --- shared plumbing -----------------------------------------------------------------

@@ -72,7 +72,8 @@ class SearchHit(MemoryRecord):
     similar_ids: list[str] = Field(
         default_factory=list,
         description="Memories that say nearly the same thing as this one, folded into this "
-        "hit (it is the newest of them, or the one superseding the others): get_memory "
+        "hit (it is the best ranked of them, a superseding one before those it "
+        "supersedes): get_memory "
         "shows each.",
     )
 

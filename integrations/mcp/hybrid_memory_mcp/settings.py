@@ -8,17 +8,15 @@ checks, and the optional namespace.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from hybrid_memory import InvalidInputError
+from hybrid_memory import InvalidInputError, is_loopback
 
 ENV_PREFIX = "HYBRID_MEMORY_MCP_"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # 1 MiB: a memory text is at most 100,000 characters
-LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 
 
 class MCPServerSettings(BaseSettings):
@@ -121,14 +119,3 @@ class MCPServerSettings(BaseSettings):
                 "clients will use (e.g. --allowed-host 'memory.internal:*'); requests with "
                 "another Host are refused (DNS-rebinding protection)",
             )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (localhost, 127.0.0.0/8, ::1)."""
-    name = host.strip("[]").lower()
-    if name in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False

@@ -3,25 +3,14 @@ before anything is served."""
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
+
+from hybrid_memory import is_loopback
 
 #: The environment variable holding the token (required off loopback).
 TOKEN_VARIABLE = "HYBRID_MEMORY_UI_TOKEN"
-LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 #: Where nothing but this machine can connect from.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or an address, IPv6 with or without brackets) is loopback."""
-    name = host.strip("[]").lower()
-    if name in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 class UnsafeConfigError(ValueError):

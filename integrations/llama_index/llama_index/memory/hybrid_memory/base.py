@@ -11,7 +11,6 @@ flushed as hybrid-memory memories and recalls the ones that fit the latest turns
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from typing import Any, Literal
@@ -26,7 +25,7 @@ from hybrid_memory import (
 )
 
 try:
-    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.base.llms.types import ChatMessage
     from llama_index.core.bridge.pydantic import (
         Field,
         PrivateAttr,
@@ -38,17 +37,21 @@ try:
 except ImportError as exc:  # pragma: no cover - the distribution depends on it
     raise MissingDependencyError("llama-index-core", "llama_index.memory.hybrid_memory") from exc
 
-#: The roles a LlamaIndex chat message can have (``MessageRole`` values).
-ROLES = tuple(role.value for role in MessageRole)
+from llama_index.memory.hybrid_memory._checks import (
+    invalid_input,
+    known_roles,
+    unmanaged_keys,
+)
+from llama_index.memory.hybrid_memory._lines import (
+    DEFAULT_LINE_FORMAT,
+    LINE_FIELDS,
+    formattable,
+    hit_line,
+)
+from llama_index.memory.hybrid_memory._records import records_of, role_of
+
 #: The roles whose messages make up the recall query.
 QUERY_ROLES = ("user", "assistant")
-#: Metadata keys the block writes on every memory it stores.
-MANAGED_KEYS = ("role", "session_id", "source", "user_id")
-#: ``metadata["source"]`` of the memories the block stores.
-SOURCE = "llama_index"
-#: The placeholders ``line_format`` may use.
-LINE_FIELDS = ("role", "date", "text", "session_id", "score", "id", "tags")
-DEFAULT_LINE_FORMAT = "- [{role}, {date}] {text}"
 # Longest recall query, in characters, newest text first (the embedding model reads
 # only the first few hundred words anyway).
 _MAX_QUERY_CHARS = 2000
@@ -56,15 +59,6 @@ _MAX_QUERY_CHARS = 2000
 _STORE_ATTEMPTS = 3
 # Ids of stored messages a block remembers (then forgets them all and starts over).
 _REMEMBERED_IDS = 10_000
-_SAMPLE_LINE: dict[str, Any] = {
-    "role": "user",
-    "date": "2026-01-01 00:00",
-    "text": "text",
-    "session_id": "session",
-    "score": 0.5,
-    "id": "id",
-    "tags": "role:user",
-}
 
 
 class HybridMemoryBlock(BaseMemoryBlock[str]):
@@ -295,7 +289,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         try:
             super().__init__(**{**data, "memory": memory})
         except ValidationError as exc:
-            raise _invalid_input(exc) from None
+            raise invalid_input(exc) from None
         if self.scope == "user" and not self.user_id:
             raise InvalidInputError(
                 "user_id", "scope='user' recalls one user's memories: set user_id"
@@ -318,35 +312,17 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     @field_validator("roles")
     @classmethod
     def _known_roles(cls, roles: list[str]) -> list[str]:
-        if not roles:
-            raise ValueError(f"give at least one role; allowed: {', '.join(ROLES)}")
-        unknown = [r for r in roles if r not in ROLES]
-        if unknown:
-            raise ValueError(f"unknown roles {unknown}; allowed: {', '.join(ROLES)}")
-        return list(dict.fromkeys(roles))
+        return known_roles(roles)
 
     @field_validator("metadata")
     @classmethod
     def _unmanaged_keys(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        taken = sorted(set(metadata) & set(MANAGED_KEYS))
-        if taken:
-            raise ValueError(
-                f"{taken} are written by the block itself; not allowed: {', '.join(MANAGED_KEYS)}"
-            )
-        return metadata
+        return unmanaged_keys(metadata)
 
     @field_validator("line_format")
     @classmethod
     def _formattable(cls, line_format: str) -> str:
-        if "\n" in line_format:
-            raise ValueError("one memory is one line: no newline allowed")
-        try:
-            line_format.format(**_SAMPLE_LINE)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(
-                f"cannot format it ({exc!r}); placeholders allowed: {', '.join(LINE_FIELDS)}"
-            ) from None
-        return line_format
+        return formattable(line_format)
 
     def _check_against_store(self) -> None:
         store = self._store
@@ -388,44 +364,16 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         """The hybrid-memory items (``add_many`` dicts) the block stores for ``messages``
         (a message's own ``additional_kwargs["session_id"]`` first, then ``session_id``,
         then the block's)."""
-        max_length = self._store.settings.max_text_length
-        max_tag = self._store.settings.max_tag_length
-        records: dict[str, dict[str, Any]] = {}
-        for message in messages:
-            role = _role(message)
-            text = message.content or ""
-            if role not in self.roles or not text.strip():
-                continue
-            extra = message.additional_kwargs
-            session = extra.get("session_id") or session_id or self.session_id
-            metadata = {**self.metadata, "role": role, "source": SOURCE}
-            tags = [*self.tags, f"role:{role}"]
-            if session:
-                metadata["session_id"] = str(session)
-                tags.append(f"session:{session}")
-            if self.user_id:
-                metadata["user_id"] = self.user_id
-                tags.append(f"user:{self.user_id}")
-            # A tag too long for the store (a long session id) is left out; the
-            # metadata, which filters use, always has the value.
-            tags = [t for t in tags if len(t) <= max_tag]
-            created = extra.get("timestamp", extra.get("created_at"))
-            key = _message_key(self.user_id, session, role, text)
-            parts = [text[i : i + max_length] for i in range(0, len(text), max_length)]
-            for number, part in enumerate(parts):
-                if not part.strip():
-                    continue
-                memory_id = key if len(parts) == 1 else f"{key}-{number}"
-                records[memory_id] = {
-                    "id": memory_id,
-                    "text": part,
-                    "tags": tags,
-                    "metadata": metadata,
-                    "created_at": created,
-                }
-                if extra.get("supersedes") is not None:
-                    records[memory_id]["supersedes"] = extra["supersedes"]
-        return list(records.values())
+        return records_of(
+            messages,
+            roles=self.roles,
+            metadata=self.metadata,
+            tags=self.tags,
+            user_id=self.user_id,
+            session_id=session_id or self.session_id,
+            max_length=self._store.settings.max_text_length,
+            max_tag=self._store.settings.max_tag_length,
+        )
 
     def _store_new(self, records: list[dict[str, Any]]) -> list[str]:
         """Store those of ``records`` not stored yet, in one ``add_many``; returns the ids
@@ -496,7 +444,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         texts: list[str] = []
         for message in reversed(messages):
             text = (message.content or "").strip()
-            if _role(message) in QUERY_ROLES and text:
+            if role_of(message) in QUERY_ROLES and text:
                 texts.append(text)
                 if len(texts) == self.query_messages:
                     break
@@ -532,18 +480,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         return "\n".join(lines)
 
     def _line(self, hit: Hit) -> str:
-        memory = hit.memory
-        created = memory.created_at
-        line = self.line_format.format(
-            role=memory.metadata.get("role", "memory"),
-            date="unknown date" if created is None else created.strftime(self.date_format),
-            text=" ".join(memory.text.split()),
-            session_id=memory.metadata.get("session_id", ""),
-            score=round(hit.score, 4),
-            id=memory.id,
-            tags=", ".join(memory.tags),
-        )
-        return line + self.superseded_note if hit.superseded_by else line
+        return hit_line(hit, self.line_format, self.date_format, self.superseded_note)
 
     # --- truncating ---------------------------------------------------------------------
 
@@ -558,23 +495,3 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             if before - len(self.tokenizer_fn("\n".join(lines))) >= tokens_to_truncate:
                 break
         return "\n".join(lines) or None
-
-
-def _role(message: ChatMessage) -> str:
-    role = message.role
-    return role.value if isinstance(role, MessageRole) else str(role)
-
-
-def _message_key(user: str | None, session: Any, role: str, text: str) -> str:
-    """A stable memory id for one message: the same words from the same speaker in the
-    same session (and user) are one memory, however often they are flushed."""
-    raw = "\x1f".join([user or "", "" if session is None else str(session), role, text])
-    return "li-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
-
-
-def _invalid_input(error: ValidationError) -> InvalidInputError:
-    """The first pydantic error as the library's InvalidInputError (field, message)."""
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "HybridMemoryBlock"
-    message = str(first["msg"]).removeprefix("Value error, ")
-    return InvalidInputError(field, f"{message} (got {first.get('input')!r})")

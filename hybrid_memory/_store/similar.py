@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_memory._embedding.embedders import Matrix, nearest_by_cosine
+from hybrid_memory._embedding.vectors import Matrix, nearest_by_cosine
 from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
 from hybrid_memory._model.near_duplicates import NearDuplicateRule, comparable_words
 from hybrid_memory._model.records import SUPERSEDES_KEY, NewMemory, content_hash

@@ -30,20 +30,11 @@ LCEL composition, callbacks, ``configurable_fields``) and a LlamaIndex
     retriever.add_documents([Document(page_content="Carol lives in Oslo")])
     retriever.insert_nodes([TextNode(text="Dave drinks his coffee black")])
 
-How the two base classes live together. LangChain's retriever is a pydantic model
-(``RunnableSerializable``); LlamaIndex's is a plain ``ABC`` with a ``DispatcherSpanMixin``
-and an ``__init__(callback_manager, object_map, objects, verbose)`` that simply sets
-attributes. Pydantic's metaclass derives from ``ABCMeta``, so the class statement
-itself is sound, and the two share no public method name except ``get_prompts``.
-So this class is a pydantic model first (LangChain's base comes first in the MRO
-and its ``__init__`` validates the fields), and LlamaIndex's attributes are declared
-as pydantic fields (``callback_manager``, ``object_map``, ``verbose``) so that
-LlamaIndex's own ``__init__`` runs unchanged on the instance right after validation
-(``model_post_init``). Each framework keeps its own entry points (``invoke`` /
-``retrieve``) with its own callbacks and tracing; both end in the same private
-``search``. LlamaIndex instrumentation spans wrap ``_retrieve`` (through
-``DispatcherSpanMixin``, which still runs under pydantic's metaclass) and
-``_aretrieve``, as for LlamaIndex's own retrievers.
+How the two base classes live together (a pydantic model first, LlamaIndex's
+attributes declared as its fields and its own ``__init__`` run after validation):
+docs/architecture.md, "The retriever". Each framework keeps its own entry points
+(``invoke`` / ``retrieve``) with its own callbacks and tracing; both end in
+:meth:`HybridRetriever.search`.
 
 Two names are shared, and the LangChain meaning wins where they differ:
 
@@ -54,8 +45,11 @@ Two names are shared, and the LangChain meaning wins where they differ:
 * ``get_prompts()``: LangChain's ``Runnable.get_prompts`` (a list). The retriever
   has no prompts in either framework; LlamaIndex's ``update_prompts`` still works.
 
-This module is the only one that imports the frameworks; ``hybrid_memory`` loads
-it lazily on first use of ``HybridRetriever``.
+This sub-package is the only part of the core that imports the frameworks;
+``hybrid_memory`` loads it lazily on first use of ``HybridRetriever``. The conversions
+between the frameworks' objects and memories live in :mod:`.conversions`.
+
+May import: ``_memory``, ``_model``.
 """
 
 from __future__ import annotations
@@ -74,42 +68,32 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever as LangChainBaseRetriever
 from llama_index.core.base.base_retriever import BaseRetriever as LlamaIndexBaseRetriever
 from llama_index.core.callbacks import CallbackManager as LlamaIndexCallbackManager
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from typing_extensions import Self
 
 from hybrid_memory._memory.memory import HybridMemory
 from hybrid_memory._model.errors import InvalidInputError
-from hybrid_memory._model.results import Hit, SearchResult
+from hybrid_memory._model.results import SearchResult
 from hybrid_memory._model.settings import HybridMemorySettings
 from hybrid_memory._model.write_outcomes import OnSimilar
+from hybrid_memory._retriever.conversions import (
+    at_least,
+    checked_documents,
+    checked_nodes,
+    invalid_argument,
+    memory_items,
+    min_score_of,
+    per_item,
+    tag_list,
+    text_list,
+    to_document,
+    to_node,
+    with_memory,
+)
 
 #: Search options a single call may override (``invoke(q, k=3)``).
 SEARCH_OPTIONS = ("k", "filter", "tags", "alpha", "max_tokens", "after", "before", "mmr")
-
-#: Keys this retriever writes into result metadata, besides the memory's own metadata.
-RESULT_KEYS = (
-    "id",
-    "score",
-    "fused_score",
-    "ranks",
-    "scores",
-    "tags",
-    "created_at",
-    "updated_at",
-    "similar_ids",
-)
-
-# Result keys that describe one search rather than the memory. Adding a retrieved
-# Document or node back drops them, so results round-trip into a memory.
-_SEARCH_ONLY_KEYS = frozenset(
-    {"id", "score", "fused_score", "ranks", "scores", "updated_at", "similar_ids"}
-)
-
-# What a LlamaIndex LLM prompt / embedding sees of a node's metadata: the user's
-# metadata, tags and creation time help an answer; scores and ranks are noise.
-_HIDDEN_FROM_LLM = ["id", "score", "fused_score", "ranks", "scores", "updated_at", "similar_ids"]
-_HIDDEN_FROM_EMBEDDING = list(RESULT_KEYS)
 
 dispatcher = instrument.get_dispatcher(__name__)
 
@@ -180,7 +164,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise _invalid_argument(exc) from exc
+            raise invalid_argument(exc) from exc
 
     def model_post_init(self, context: Any, /) -> None:
         """Pydantic's hook after validation: LlamaIndex's side of the retriever is set up."""
@@ -203,7 +187,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     @field_validator("tags", mode="before")
     @classmethod
     def _split_tag_string(cls, value: Any) -> Any:
-        return _tag_list(value, field="tags") if isinstance(value, str) else value
+        return tag_list(value, field="tags") if isinstance(value, str) else value
 
     # --- constructors --------------------------------------------------------------
 
@@ -223,8 +207,8 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         text. (To steer searches by tag, pass ``tags`` to ``invoke`` or set the
         field.) ``kwargs`` are the retriever's fields (``k``, ``filter``, ...).
         """
-        texts = _text_list(texts)
-        retriever = cls._with_memory(memory, kwargs)
+        texts = text_list(texts)
+        retriever = with_memory(cls, memory, kwargs)
         retriever.add_texts(texts, metadatas, ids, tags=tags)
         return retriever
 
@@ -238,7 +222,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     ) -> Self:
         """A retriever holding LangChain ``documents`` (see :meth:`add_documents`)."""
         documents = list(documents)
-        retriever = cls._with_memory(memory, kwargs)
+        retriever = with_memory(cls, memory, kwargs)
         retriever.add_documents(documents, ids=ids)
         return retriever
 
@@ -251,7 +235,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
     ) -> Self:
         """A retriever holding LlamaIndex ``nodes`` (see :meth:`insert_nodes`)."""
         nodes = list(nodes)
-        retriever = cls._with_memory(memory, kwargs)
+        retriever = with_memory(cls, memory, kwargs)
         retriever.insert_nodes(nodes)
         return retriever
 
@@ -261,20 +245,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
 
         With no ``k`` given, the number of hits is the store's ``settings.k`` too.
         """
-        return cls._with_memory(HybridMemory(settings=settings), kwargs)
-
-    @classmethod
-    def _with_memory(cls, memory: HybridMemory | None, fields: dict[str, Any]) -> Self:
-        if "memory" in fields:
-            raise InvalidInputError("memory", "given twice")
-        owned = memory is None
-        store = HybridMemory() if memory is None else memory
-        try:
-            return cls(memory=store, **fields)
-        except BaseException:
-            if owned:
-                store.close()
-            raise
+        return with_memory(cls, HybridMemory(settings=settings), kwargs)
 
     # --- adding: LangChain style -------------------------------------------------
 
@@ -299,16 +270,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         text (a list of lists). ``upsert``, ``allow_duplicates`` and ``on_similar`` are
         as in :meth:`HybridMemory.add`.
         """
-        texts = _text_list(texts)
-        metadatas = _per_item(metadatas, len(texts), "metadatas")
-        ids = _per_item(ids, len(texts), "ids")
-        extra_tags = _tags_per_text(tags, len(texts))
-        items = [
-            _memory_item(text, metadata, memory_id, more_tags, field=f"metadatas[{i}]")
-            for i, (text, metadata, memory_id, more_tags) in enumerate(
-                zip(texts, metadatas, ids, extra_tags, strict=True)
-            )
-        ]
+        items = memory_items(texts, metadatas, ids, tags)
         return self.memory.add_many(
             items, upsert=upsert, allow_duplicates=allow_duplicates, on_similar=on_similar
         )
@@ -330,14 +292,8 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         (``score``, ``ranks``, ...) are dropped, so retrieved documents can be added
         to another memory as they are.
         """
-        documents = list(documents)
-        for i, document in enumerate(documents):
-            if not isinstance(document, Document):
-                raise InvalidInputError(
-                    f"documents[{i}]",
-                    f"expected a langchain_core Document, got {type(document).__name__}",
-                )
-        ids = _per_item(ids, len(documents), "ids")
+        documents = checked_documents(documents)
+        ids = per_item(ids, len(documents), "ids")
         return self.add_texts(
             [d.page_content for d in documents],
             [d.metadata for d in documents],
@@ -376,12 +332,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
         The node's content (without metadata) is the text, ``metadata["tags"]`` the
         tags, the rest of its metadata the memory's metadata.
         """
-        nodes = list(nodes)
-        for i, node in enumerate(nodes):
-            if not isinstance(node, BaseNode):
-                raise InvalidInputError(
-                    f"nodes[{i}]", f"expected a LlamaIndex node, got {type(node).__name__}"
-                )
+        nodes = checked_nodes(nodes)
         return self.add_texts(
             [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes],
             [node.metadata for node in nodes],
@@ -409,7 +360,7 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
             if name == "verbose":  # LangChain's invoke() reads it and passes it on
                 continue
             if name == "min_score":
-                min_score = _min_score(value)
+                min_score = min_score_of(value)
                 continue
             if name not in SEARCH_OPTIONS:
                 raise InvalidInputError(
@@ -417,202 +368,28 @@ class HybridRetriever(LangChainBaseRetriever, LlamaIndexBaseRetriever):  # type:
                     "unknown search option; expected one of "
                     f"{', '.join((*SEARCH_OPTIONS, 'min_score'))}",
                 )
-            options[name] = _tag_list(value, field="tags") if name == "tags" else value
-        result = self.memory.search(query, **options)
-        if min_score is None:
-            return result
-        return SearchResult(
-            [hit for hit in result if hit.score >= min_score],
-            alpha=result.alpha,
-            matched_tags=result.matched_tags,
-            fallback_mode=result.fallback_mode,
-            fallback_reason=result.fallback_reason,
-        )
+            options[name] = tag_list(value, field="tags") if name == "tags" else value
+        return at_least(self.memory.search(query, **options), min_score)
 
     # LangChain ---------------------------------------------------------------------
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **overrides: Any
     ) -> list[Document]:
-        return [_to_document(hit) for hit in self.search(query, **overrides)]
+        return [to_document(hit) for hit in self.search(query, **overrides)]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **overrides: Any
     ) -> list[Document]:
         result = await asyncio.to_thread(self.search, query, **overrides)
-        return [_to_document(hit) for hit in result]
+        return [to_document(hit) for hit in result]
 
     # LlamaIndex --------------------------------------------------------------------
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [_to_node(hit) for hit in self.search(query_bundle.query_str)]
+        return [to_node(hit) for hit in self.search(query_bundle.query_str)]
 
     @dispatcher.span  # as LlamaIndex's own retrievers do; the mixin covers only _retrieve
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = await asyncio.to_thread(self.search, query_bundle.query_str)
-        return [_to_node(hit) for hit in result]
-
-
-# --- conversions -------------------------------------------------------------------
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _result_metadata(hit: Hit) -> dict[str, Any]:
-    memory = hit.memory
-    return {
-        **memory.metadata,
-        "id": memory.id,
-        "score": hit.score,
-        "fused_score": hit.fused_score,
-        "ranks": dict(hit.ranks),
-        "scores": dict(hit.scores),
-        "tags": list(memory.tags),
-        "created_at": _iso(memory.created_at),
-        "updated_at": _iso(memory.updated_at),
-        "similar_ids": list(hit.similar_ids),
-    }
-
-
-def _to_document(hit: Hit) -> Document:
-    return Document(page_content=hit.text, id=hit.id, metadata=_result_metadata(hit))
-
-
-class _MemoryNode(TextNode):
-    """A recalled memory as a LlamaIndex text node, identified by its content.
-
-    LlamaIndex tells nodes apart by ``node.hash`` (``QueryFusionRetriever`` merges the
-    results of several retrievers and queries by it); a ``TextNode`` hashes its text
-    with all its metadata, which here holds this search's score and ranks, so one
-    memory recalled by two queries, or also found by another retriever, would count as
-    two nodes. This node hashes what the memory holds: its text and the metadata it
-    was stored with (the search's keys left out, keys in sorted order), as a
-    ``TextNode`` of that text and metadata does: a node of the same text from another
-    retriever merges with it when its metadata is the same (none, typically; LlamaIndex
-    hashes metadata in insertion order, so keys given in another order stay distinct).
-    Serialised, it is a plain ``TextNode``."""
-
-    @property
-    def hash(self) -> str:
-        return TextNode(text=self.text, metadata=_stored_metadata(self.metadata)).hash
-
-
-def _stored_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """A result's metadata without the keys this retriever adds (tags stay when the
-    memory has some: they came in with the metadata)."""
-    return {
-        key: metadata[key]
-        for key in sorted(metadata)
-        if key not in RESULT_KEYS or (key == "tags" and metadata[key])
-    }
-
-
-def _to_node(hit: Hit) -> NodeWithScore:
-    # (mypy's pydantic plugin reads a subclass's metadata field by its alias, extra_info)
-    node = _MemoryNode(  # type: ignore[call-arg]
-        id_=hit.id,
-        text=hit.text,
-        metadata=_result_metadata(hit),
-        excluded_llm_metadata_keys=list(_HIDDEN_FROM_LLM),
-        excluded_embed_metadata_keys=list(_HIDDEN_FROM_EMBEDDING),
-    )
-    return NodeWithScore(node=node, score=hit.score)
-
-
-def _memory_item(
-    text: str,
-    metadata: Mapping[str, Any] | None,
-    memory_id: str | None,
-    more_tags: list[str],
-    *,
-    field: str,
-) -> dict[str, Any]:
-    """One ``HybridMemory.add_many`` item from a text and framework-style metadata."""
-    if metadata is None:
-        metadata = {}
-    elif not isinstance(metadata, Mapping):
-        raise InvalidInputError(field, f"expected a dict, got {type(metadata).__name__}")
-    user_metadata = {
-        key: value
-        for key, value in metadata.items()
-        if key not in _SEARCH_ONLY_KEYS and key not in ("tags", "created_at")
-    }
-    tags = [*_tag_list(metadata.get("tags"), field=f"{field}.tags"), *more_tags]
-    item: dict[str, Any] = {"text": text, "metadata": user_metadata, "tags": tags}
-    if memory_id is not None:
-        item["id"] = memory_id
-    if metadata.get("created_at") is not None:
-        item["created_at"] = metadata["created_at"]
-    return item
-
-
-def _min_score(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise InvalidInputError("min_score", f"expected None or a number in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _tag_list(value: Any, *, field: str) -> list[str]:
-    """Tags as a list: None → [], "a, b" → ["a", "b"], a list stays a list."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [tag.strip() for tag in value.split(",") if tag.strip()]
-    if isinstance(value, Iterable) and not isinstance(value, Mapping):
-        return list(value)
-    raise InvalidInputError(
-        field, f"expected a list of tags or a comma-separated string, got {value!r}"
-    )
-
-
-def _tags_per_text(
-    tags: Sequence[str] | Sequence[Sequence[str] | None] | str | None, count: int
-) -> list[list[str]]:
-    """``from_texts`` / ``add_texts`` tags: one list shared by all texts, or one per text."""
-    if tags is None or isinstance(tags, str):
-        return [_tag_list(tags, field="tags")] * count
-    tags = list(tags)
-    if all(isinstance(tag, str) for tag in tags):
-        return [[str(tag) for tag in tags]] * count
-    if all(tag is None or not isinstance(tag, str) for tag in tags):
-        per_text = _per_item(tags, count, "tags")
-        return [_tag_list(item, field=f"tags[{i}]") for i, item in enumerate(per_text)]
-    raise InvalidInputError(
-        "tags", "expected one list of tags for every text, or one list per text, not a mix"
-    )
-
-
-def _text_list(texts: Iterable[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise InvalidInputError("texts", "expected a list of strings, got a single string")
-    return list(texts)
-
-
-def _per_item(values: Sequence[Any] | None, count: int, field: str) -> list[Any]:
-    if values is None:
-        return [None] * count
-    if isinstance(values, (str, Mapping)):
-        raise InvalidInputError(field, f"expected a list with one entry per text, got {values!r}")
-    values = list(values)
-    if len(values) != count:
-        raise InvalidInputError(field, f"expected {count} entries, one per text; got {len(values)}")
-    return values
-
-
-def _invalid_argument(exc: ValidationError) -> InvalidInputError:
-    first = exc.errors()[0]
-    name = ".".join(str(part) for part in first.get("loc", ())) or "HybridRetriever"
-    if first.get("type") == "missing" and name == "memory":
-        return InvalidInputError(
-            "memory",
-            "required: pass memory=HybridMemory(...), or use HybridRetriever.from_texts / "
-            "from_documents / from_nodes / from_settings",
-        )
-    if first.get("type") == "extra_forbidden":
-        return InvalidInputError(name, "unknown argument of HybridRetriever")
-    value = first.get("input")
-    return InvalidInputError(name, f"{first.get('msg', str(exc))}; got {value!r}")
+        return [to_node(hit) for hit in result]

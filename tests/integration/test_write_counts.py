@@ -1,4 +1,4 @@
-"""The write marker of an embedded Chroma path: the same reading while nobody writes,
+"""The version of an embedded Chroma path's file: the same reading while nobody writes,
 another one after any write, from this process or another."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import chromadb
 
-from hybrid_memory._store.write_marker import WriteMarker
+from hybrid_memory._store.write_counts import ChromaFileVersion
 
 
 def test_the_marker_moves_with_every_write_and_only_then(tmp_path: Path) -> None:
-    marker = WriteMarker(str(tmp_path))
+    marker = ChromaFileVersion(str(tmp_path))
     assert marker.read() is None  # no store there yet: cannot tell
     client = chromadb.PersistentClient(path=str(tmp_path))
     collection = client.create_collection("notes", embedding_function=None)
@@ -53,7 +53,7 @@ def test_another_process_write_moves_it(tmp_path: Path) -> None:
     assert other.stdin is not None and other.stdout is not None
     try:
         assert other.stdout.readline() == "open\n"
-        marker = WriteMarker(str(tmp_path))
+        marker = ChromaFileVersion(str(tmp_path))
         before = marker.read()
         assert before is not None
         time.sleep(0.5)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hybrid_memory._embedding.embedders import Embedder, document_matrix
-from hybrid_memory._keyword.file import is_full
+from hybrid_memory._keyword.damage import is_full
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import DuplicateIdError, InvalidInputError, MemoryNotFoundError
 from hybrid_memory._model.filters import Node, chroma_part, matches, to_chroma
@@ -47,8 +47,8 @@ from hybrid_memory._model.write_outcomes import (
 from hybrid_memory._process.heap import release_after_write
 from hybrid_memory._store.collection import ChromaCollection
 from hybrid_memory._store.recent_vectors import RecentVectors
+from hybrid_memory._store.similar import SimilarCheck
 from hybrid_memory._store.sync import IndexSync
-from hybrid_memory._write.similar import SimilarCheck
 
 
 class Writer:
