@@ -326,8 +326,8 @@ class HybridMemory:
                 LlamaIndex's ``mmr_threshold`` are ``1 - mmr``.
 
         Memories that say nearly the same thing come back as one hit (the best ranked,
-        a superseding one before those it supersedes), the others named in ``Hit.similar_ids``; the
-        setting ``collapse_similar=False`` shows each.
+        a superseding one before those it supersedes), the others named in
+        ``Hit.similar_ids``; the setting ``collapse_similar=False`` shows each.
         """
         return self._searching.search(
             query,

@@ -45,6 +45,30 @@ class Candidates(Protocol):
         ...
 
 
+class VectorSource(Protocol):
+    """Candidates whose vectors can be read reusing some read already (the searcher)."""
+
+    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]: ...
+
+    def vectors(
+        self, ids: list[str], known: Mapping[str, npt.NDArray[np.float64]] | None = None
+    ) -> Mapping[str, npt.ArrayLike]: ...
+
+
+class ReusingVectors:
+    """:class:`Candidates` from ``source`` with the vectors its search read already
+    (``known``: a small namespace's, the feedback memories'), read again for none."""
+
+    def __init__(self, source: VectorSource, known: Mapping[str, npt.NDArray[np.float64]]):
+        self._source, self._known = source, known
+
+    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
+        return self._source.memories(ordered, k)
+
+    def vectors(self, ids: list[str]) -> Mapping[str, npt.ArrayLike]:
+        return self._source.vectors(ids, self._known)
+
+
 # Groups MMR chooses from: as LangChain's fetch_k, at least 20 and four per hit.
 _FETCH_LEAST = 20
 _FETCH_PER_HIT = 4

@@ -27,7 +27,7 @@ from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import SUPERSEDES_KEY, to_memory
 from hybrid_memory._model.results import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
 from hybrid_memory._model.settings import HybridMemorySettings
-from hybrid_memory._search.collapse import Chosen, choose
+from hybrid_memory._search.collapse import Chosen, ReusingVectors, choose
 from hybrid_memory._search.feedback import length_scaled_weight, rocchio
 from hybrid_memory._search.fusion import (
     adaptive_alpha,
@@ -259,7 +259,7 @@ class Searcher:
         vectors the search read already, which the folding of near-duplicates reuses."""
         # Near-duplicates folded into one hit, variety by MMR (_search.collapse).
         rule = NearDuplicateRule.of(s) if s.collapse_similar else None
-        candidates = _Candidates(self, known or {})
+        candidates = ReusingVectors(self, known or {})
         picked = choose(
             order_by_score(fused), fused, query.k, candidates, rule, query.mmr, superseded
         )
@@ -410,17 +410,3 @@ def _hits(
             )
         )
     return hits
-
-
-class _Candidates:
-    """The searcher as the folding of near-duplicates reads it, with the vectors its
-    search read already (a small namespace's, the feedback memories')."""
-
-    def __init__(self, searcher: Searcher, known: Mapping[str, np.ndarray]) -> None:
-        self._searcher, self._known = searcher, known
-
-    def memories(self, ordered: Sequence[str], k: int) -> list[Memory]:
-        return self._searcher.memories(ordered, k)
-
-    def vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        return self._searcher.vectors(ids, self._known)
