@@ -325,6 +325,7 @@ SEARCH_STAGES = (
         "vectors_by_id",
     ),
     ("keyword leg", "hybrid_memory._search.legs", "KeywordLeg", "rank"),
+    ("long hits' read shares", "hybrid_memory._search.legs", "KeywordLeg", "read_shares"),
     ("tag leg", "hybrid_memory._search.legs", "TagLeg", "rank"),
     ("relevance scores", "hybrid_memory._search.searcher", "", "hit_relevance"),
     ("hits read from the index", "hybrid_memory._search.searcher", "Searcher", "memories"),

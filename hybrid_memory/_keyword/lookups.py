@@ -203,6 +203,26 @@ class IndexLookups:
         with self._lock:
             return self._by_row_first(ids, self.reads.texts)
 
+    def long_texts(self, ids: Sequence[str], longer_than: int) -> tuple[dict[str, str], float]:
+        """The texts of those of the memories ``ids`` longer than ``longer_than``
+        characters, by id, and the mean length of all of them that exist (0 when none is
+        longer: then not read). Short texts are not read out: for a search's hits in a
+        store of short memories this is one query that returns nothing."""
+        with self._lock:
+            known = self._known_rowids(ids)
+            unknown = [i for i in dict.fromkeys(ids) if i not in known]
+            rows = list(known.values())
+            found = self.reads.long_texts(rows, "rowid", longer_than) if rows else {}
+            if unknown:
+                found.update(self.reads.long_texts(unknown, "id", longer_than))
+            if not found:
+                return {}, 0.0
+            total, count = self.reads.length_total(rows, "rowid") if rows else (0, 0)
+            if unknown:
+                more, extra = self.reads.length_total(unknown, "id")
+                total, count = total + more, count + extra
+            return found, total / max(count, 1)
+
     def _known_rowids(self, ids: Sequence[str]) -> dict[str, int]:
         """The row ids of those of ``ids`` this connection already knows (remembered, or
         named by the postings), current as of now: reading by row id is cheaper. An id

@@ -294,6 +294,33 @@ class IndexReads:
             )
         return out
 
+    def long_texts(
+        self, keys: Sequence[str] | Sequence[int], by: Key, longer_than: int
+    ) -> dict[str, str]:
+        """The texts longer than ``longer_than`` characters among the memories ``keys``
+        (ids, or row ids with ``by="rowid"``), by id: the others never leave SQLite."""
+        out: dict[str, str] = {}
+        for chunk, marks in chunks(keys):
+            out.update(
+                self._conn.execute(
+                    f"SELECT id, text FROM memories WHERE {by} IN ({marks}) AND length(text) > ?",
+                    [*chunk, longer_than],
+                )
+            )
+        return out
+
+    def length_total(self, keys: Sequence[str] | Sequence[int], by: Key) -> tuple[int, int]:
+        """The summed length in characters of the texts of the memories ``keys``, and how
+        many of them exist."""
+        total, count = 0, 0
+        for chunk, marks in chunks(keys):
+            row = self._conn.execute(
+                f"SELECT total(length(text)), count(*) FROM memories WHERE {by} IN ({marks})",
+                chunk,
+            ).fetchone()
+            total, count = total + int(row[0]), count + int(row[1])
+        return total, count
+
     def texts_and_tags(self, ids: Sequence[str]) -> list[tuple[str, int, float, str, list[str]]]:
         """``(id, row, created_at, text, tags)`` of the memories ``ids`` that exist."""
         out: list[tuple[str, int, float, str, list[str]]] = []

@@ -181,6 +181,14 @@ class HybridMemorySettings(BaseSettings):
         "queries carry their own content, and their keyword top is less precise). 0 keeps "
         "the whole weight for every query.",
     )
+    long_memory_window: int = Field(
+        1200,
+        ge=0,
+        description="Characters of a memory the embedding model reads (all-MiniLM-L6-v2: "
+        "256 word pieces, about 1,200 characters of English). A longer memory's keyword "
+        "hit counts by the share of its matches within them, and as a feedback memory "
+        "its vector counts by the share of it read (docs/quality.md). 0 turns both off.",
+    )
     recency_decay: float = Field(
         0.0,
         ge=0.0,
@@ -417,6 +425,7 @@ SEARCH_SETTINGS = frozenset(
         "feedback_docs",
         "feedback_weight",
         "feedback_full_words",
+        "long_memory_window",
         "drop_stopwords",
         "keyword_max_df",
         "token_encoding",

@@ -17,10 +17,16 @@ import numpy.typing as npt
 
 
 def rocchio(
-    query: Sequence[float], feedback: Sequence[npt.ArrayLike], weight: float
+    query: Sequence[float],
+    feedback: Sequence[npt.ArrayLike],
+    weight: float,
+    counts: Sequence[float] | None = None,
 ) -> list[float]:
     """The query moved towards the centroid of ``feedback`` vectors, unit length.
 
+    ``counts`` (one per feedback vector, in [0, 1]; all 1 without it) says how much each
+    vector counts in the centroid, which is still divided by the number of vectors: a
+    vector counting less pulls the query less, rather than giving its pull to the rest.
     With no feedback vectors or ``weight == 0`` the query comes back unchanged.
     """
     if weight < 0:
@@ -28,6 +34,10 @@ def rocchio(
     if len(feedback) == 0 or weight == 0:
         return list(query)
     vectors = np.asarray(feedback, dtype=np.float64)
+    if counts is not None:
+        if len(counts) != len(vectors) or any(not 0.0 <= c <= 1.0 for c in counts):
+            raise ValueError(f"counts must be one value in [0, 1] per vector, got {counts}")
+        vectors = vectors * np.asarray(counts, dtype=np.float64)[:, None]
     refined = np.asarray(query, dtype=np.float64) + weight * vectors.mean(axis=0)
     norm = float(np.linalg.norm(refined))
     moved: list[float] = (refined if norm == 0 else refined / norm).tolist()

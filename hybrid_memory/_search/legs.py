@@ -8,18 +8,19 @@ returns ``{id: score}`` best first.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from hybrid_memory._embedding.vectors import Vector, nearest_by_cosine
-from hybrid_memory._keyword.bm25 import STOPWORDS
+from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
 from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._keyword.postings import IntArray
 from hybrid_memory._keyword.tag_index import TagMatch, tag_order
 from hybrid_memory._model.filters import Node, chroma_part, tests_arrays, to_chroma
 from hybrid_memory._model.tags import TagMatcher, each_word, words
+from hybrid_memory._search.long_memories import QueryWordCounter, window_shares
 from hybrid_memory._store.collection import ChromaCollection
 
 
@@ -69,6 +70,24 @@ class KeywordLeg:
             max_df=max_df,
         )
         return dict(hits)
+
+    def read_shares(
+        self, text: str, ids: Sequence[str], window: int, *, drop_stopwords: bool
+    ) -> tuple[dict[str, float], dict[str, int]]:
+        """For hits longer than the embedding model reads (``window`` characters; see
+        :mod:`~hybrid_memory._search.long_memories`): the share of each long hit's keyword
+        evidence for ``text`` that lies in the part the model read (``{id: share}``), and
+        each long hit's length in characters; hits within the window are left out of
+        both (their shares are 1). Only the long hits' texts are read."""
+        if window <= 0 or not ids:
+            return {}, {}
+        long, mean_length = self._index.long_texts(ids, window)
+        if not long:
+            return {}, {}
+        lengths = {memory_id: len(t) for memory_id, t in long.items()}
+        words = query_words(text, drop_stopwords=drop_stopwords)
+        counter = QueryWordCounter(words, self._index.terms)
+        return window_shares(long, counter, window, mean_length), lengths
 
 
 class VectorLeg:

@@ -1,9 +1,10 @@
 """One search, as a straight line (docs/architecture.md, "the search path"):
 
 scope the filter → embed the query (in a worker, unless it is fast) ∥ [keyword leg →
-weights (adaptive alpha) → the feedback memories: the keyword leg's top] →
-pseudo-relevance feedback → vector leg → tag leg → weighted Reciprocal Rank Fusion
-(score-aware per leg when ``keyword_score_lift`` / ``vector_score_lift`` say so) →
+the long hits' read shares → weights (adaptive alpha) → the feedback memories: the
+keyword leg's top] → pseudo-relevance feedback → vector leg → tag leg → weighted
+Reciprocal Rank Fusion (score-aware per leg when ``keyword_score_lift`` /
+``vector_score_lift`` say so; long keyword hits by their read share) →
 recency decay → time favour → superseded memories demoted → the top ``k`` as hits,
 within a token budget.
 """
@@ -44,6 +45,7 @@ from hybrid_memory._search.legs import (
     best_ranks,
     with_checked,
 )
+from hybrid_memory._search.long_memories import feedback_weight
 from hybrid_memory._search.recency import age_in_days, decay_factor
 from hybrid_memory._search.supersession import chain_depths, demote_superseded
 from hybrid_memory._search.time_scope import favour_times
@@ -119,10 +121,15 @@ class Searcher:
             vector = self._queries.cached(query.text)
             if vector is None:
                 embedding = self._queries.embedding(query.text, self._pool)
-        keyword_hits = KeywordLeg(index, node, scope).rank(
+        keyword_leg = KeywordLeg(index, node, scope)
+        keyword_hits = keyword_leg.rank(
             query.text, depth, drop_stopwords=s.drop_stopwords, max_df=s.keyword_max_df
         )
         keyword_ids = [i for i in keyword_hits if i != exclude]
+        # Memories longer than the model reads: what share of each one the legs agree on.
+        read_shares, lengths = keyword_leg.read_shares(
+            query.text, keyword_ids, s.long_memory_window, drop_stopwords=s.drop_stopwords
+        )
 
         alpha = query.alpha if query.alpha is not None else s.alpha
         if alpha is None:
@@ -157,7 +164,8 @@ class Searcher:
             weight = length_scaled_weight(
                 s.feedback_weight, len(query_words(query.text)), s.feedback_full_words
             )
-            vector = rocchio(vector, list(feedback.values()), weight)
+            counts = [feedback_weight(lengths.get(i, 0), s.long_memory_window) for i in feedback]
+            vector = rocchio(vector, list(feedback.values()), weight, counts)
         # The vector leg: Chroma's nearest, with what its approximate search left out
         # among this process's latest writes and the feedback memories (the keyword
         # leg's top, whose vectors are at hand): compared exactly, kept if they reach
@@ -188,6 +196,10 @@ class Searcher:
         if s.keyword_score_lift and keyword_ids:
             bm25_in_order = [keyword_hits[i] for i in keyword_ids]
             multipliers[KEYWORD] = score_lifts(bm25_in_order, s.keyword_score_lift)
+        if read_shares:
+            lifts = multipliers.get(KEYWORD) or [1.0] * len(keyword_ids)
+            shares = [read_shares.get(i, 1.0) for i in keyword_ids]
+            multipliers[KEYWORD] = [f * x for f, x in zip(lifts, shares, strict=True)]
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k, multipliers)
         if s.recency_decay > 0 and fused:
             created = index.created_at(list(fused))
