@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from hybrid_memory._keyword.bm25 import STOPWORDS, query_words
 from hybrid_memory._model.near_duplicates import NearDuplicateRule, comparable_words
-from hybrid_memory._model.results import Memory
+from hybrid_memory._model.results import Hit, Memory
 from hybrid_memory._search.mmr import mmr_order
 
 
@@ -208,3 +208,37 @@ def _shown(group: Group, superseded: Mapping[str, str]) -> Memory:
     ids = {m.id for m in group.members}
     current = [m for m in group.members if superseded.get(m.id) not in ids] or group.members
     return current[0]
+
+
+def as_hits(
+    memories: list[Memory],
+    relevance: Sequence[float],
+    fused: Mapping[str, float],
+    rankings: Mapping[str, list[str]],
+    scores: Mapping[str, Mapping[str, float]],
+    superseded: Mapping[str, str],
+    picked: Chosen,
+) -> list[Hit]:
+    """The hits, each with its relevance, fused score, every leg's rank and score, the
+    memory that supersedes it (if any) and those collapsed into it."""
+    shown = {m.id for m in memories}
+    positions = {
+        leg: {i: r for r, i in enumerate(ids, start=1) if i in shown}
+        for leg, ids in rankings.items()
+    }
+    hits: list[Hit] = []
+    for memory, score in zip(memories, relevance, strict=True):
+        ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}
+        leg_scores = {leg: scores[leg][memory.id] for leg in ranks}
+        hits.append(
+            Hit(
+                memory,
+                score,
+                ranks,
+                leg_scores,
+                fused_score=fused[memory.id],
+                superseded_by=superseded.get(memory.id),
+                similar_ids=picked.similar_ids(memory.id),
+            )
+        )
+    return hits

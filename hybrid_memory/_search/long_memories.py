@@ -162,3 +162,12 @@ def _prefix(word: str, terms: tuple[str, ...]) -> str:
     else:
         cut = word[:-2] if len(word) > 5 else word
     return cut if len(cut) >= 3 else word
+
+
+def by_share(
+    multipliers: Sequence[float] | None, ids: Sequence[str], shares: Mapping[str, float]
+) -> list[float]:
+    """The keyword leg's per-rank multipliers (None: all 1) scaled by each hit's read
+    share (1 for a hit not in ``shares``), ``ids`` the leg's ranking."""
+    base = multipliers or [1.0] * len(ids)
+    return [m * shares.get(i, 1.0) for m, i in zip(base, ids, strict=True)]

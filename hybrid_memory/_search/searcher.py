@@ -25,9 +25,9 @@ from hybrid_memory._model.errors import EmbeddingError
 from hybrid_memory._model.filters import Node
 from hybrid_memory._model.near_duplicates import NearDuplicateRule
 from hybrid_memory._model.records import SUPERSEDES_KEY, to_memory
-from hybrid_memory._model.results import KEYWORD, TAG, VECTOR, Hit, Memory, SearchResult, TimeWindow
+from hybrid_memory._model.results import KEYWORD, TAG, VECTOR, Memory, SearchResult, TimeWindow
 from hybrid_memory._model.settings import HybridMemorySettings
-from hybrid_memory._search.collapse import Chosen, ReusingVectors, choose
+from hybrid_memory._search.collapse import ReusingVectors, as_hits, choose
 from hybrid_memory._search.feedback import length_scaled_weight, rocchio
 from hybrid_memory._search.fusion import (
     adaptive_alpha,
@@ -45,7 +45,7 @@ from hybrid_memory._search.legs import (
     best_ranks,
     with_checked,
 )
-from hybrid_memory._search.long_memories import feedback_weight
+from hybrid_memory._search.long_memories import by_share, feedback_weight
 from hybrid_memory._search.recency import age_in_days, decay_factor
 from hybrid_memory._search.supersession import chain_depths, demote_superseded
 from hybrid_memory._search.time_scope import favour_times
@@ -197,9 +197,7 @@ class Searcher:
             bm25_in_order = [keyword_hits[i] for i in keyword_ids]
             multipliers[KEYWORD] = score_lifts(bm25_in_order, s.keyword_score_lift)
         if read_shares:
-            lifts = multipliers.get(KEYWORD) or [1.0] * len(keyword_ids)
-            shares = [read_shares.get(i, 1.0) for i in keyword_ids]
-            multipliers[KEYWORD] = [f * x for f, x in zip(lifts, shares, strict=True)]
+            multipliers[KEYWORD] = by_share(multipliers.get(KEYWORD), keyword_ids, read_shares)
         fused = reciprocal_rank_fusion(rankings, weights, s.rrf_k, multipliers)
         if s.recency_decay > 0 and fused:
             created = index.created_at(list(fused))
@@ -269,7 +267,7 @@ class Searcher:
             query.text, memories, cosines, self._index, self._queries, self.vectors, s
         )
         return SearchResult(
-            _hits(memories, relevance, fused, rankings, scores, superseded or {}, picked),
+            as_hits(memories, relevance, fused, rankings, scores, superseded or {}, picked),
             alpha=float(alpha),
             matched_tags=query.tags,
             fallback_mode=fallback_reason is not None,
@@ -376,37 +374,3 @@ class Searcher:
 def _depth(query: Query, s: HybridMemorySettings) -> int:
     """How many candidates each leg ranks: enough for ``k`` and the excluded memory."""
     return max(s.candidates, query.k) + (1 if query.exclude else 0)
-
-
-def _hits(
-    memories: list[Memory],
-    relevance: Sequence[float],
-    fused: Mapping[str, float],
-    rankings: Mapping[str, list[str]],
-    scores: Mapping[str, Mapping[str, float]],
-    superseded: Mapping[str, str],
-    picked: Chosen,
-) -> list[Hit]:
-    """The hits, each with its relevance, fused score, every leg's rank and score, the
-    memory that supersedes it (if any) and those collapsed into it."""
-    shown = {m.id for m in memories}
-    positions = {
-        leg: {i: r for r, i in enumerate(ids, start=1) if i in shown}
-        for leg, ids in rankings.items()
-    }
-    hits: list[Hit] = []
-    for memory, score in zip(memories, relevance, strict=True):
-        ranks = {leg: p[memory.id] for leg, p in positions.items() if memory.id in p}
-        leg_scores = {leg: scores[leg][memory.id] for leg in ranks}
-        hits.append(
-            Hit(
-                memory,
-                score,
-                ranks,
-                leg_scores,
-                fused_score=fused[memory.id],
-                superseded_by=superseded.get(memory.id),
-                similar_ids=picked.similar_ids(memory.id),
-            )
-        )
-    return hits
