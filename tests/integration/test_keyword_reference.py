@@ -61,7 +61,8 @@ def test_keyword_scores_are_bm25_as_the_reference_computes_it(
     assert len(rare) >= 2, counts
     for query in (rare[:1], rare[:2], rare[-3:]):
         expected = dict(zip(ids, reference.get_scores(query), strict=True))
-        hits = memory.search(" ".join(query), k=len(texts))
+        # Every hit on its own: texts of one small vocabulary can be near-duplicates.
+        hits = memory.with_settings(collapse_similar=False).search(" ".join(query), k=len(texts))
         scored = {h.id: h.scores["keyword"] for h in hits if "keyword" in h.scores}
         assert scored, query
         assert set(scored) == {i for i, score in expected.items() if score > 0}
