@@ -11,6 +11,7 @@ namespace's share of a collection (:mod:`.partition`), the counts of who wrote
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,11 @@ from hybrid_memory._store.partition import (
     with_name_record,
 )
 from hybrid_memory._store.write_counts import WriteCounts
+
+# Embedded Chroma's answer to a read of an HNSW segment not yet on disk, and how long to
+# wait before asking once more.
+_SEGMENT_NOT_READY = "Error creating hnsw segment reader"
+_SEGMENT_RETRY_SECONDS = 0.1
 
 
 class ChromaCollection(PagedReads):
@@ -133,6 +139,17 @@ class ChromaCollection(PagedReads):
             return self._call(operation, kwargs)
 
     def _call(self, operation: str, kwargs: dict[str, Any]) -> Any:
+        try:
+            return self._call_once(operation, kwargs)
+        except StoreError as exc:
+            # Embedded Chroma may answer a read with no HNSW segment on disk while a
+            # write beside it persists one: a moment later the read succeeds.
+            if operation in WRITE_OPERATIONS or _SEGMENT_NOT_READY not in str(exc):
+                raise
+            time.sleep(_SEGMENT_RETRY_SECONDS)
+            return self._call_once(operation, kwargs)
+
+    def _call_once(self, operation: str, kwargs: dict[str, Any]) -> Any:
         key = self.partition
         try:
             if key is None:
