@@ -12,12 +12,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
-from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.records import UPDATED_KEY
-from hybrid_memory._model.tags import TagCache
 from hybrid_memory._model.times import now_timestamp
-from hybrid_memory._store.chroma_log import LogPosition
-from hybrid_memory._store.collection import ChromaCollection
+from hybrid_memory._store.sync_state import SyncState
 
 log = logging.getLogger("hybrid_memory")
 
@@ -29,27 +26,10 @@ log = logging.getLogger("hybrid_memory")
 _CHECK_SHARE = 20.0
 
 
-class PeriodicCheck:
+class PeriodicCheck(SyncState):
     """The periodic check of :class:`~hybrid_memory._store.sync.IndexSync`."""
 
-    # State and steps of IndexSync (its __init__ and sync.py), used here.
-    _collection: ChromaCollection
-    _index: KeywordIndex
-    _tags: TagCache
-    _lock: threading.RLock
-    _log: LogPosition | None
-    _late_commits: float
-    settled: float | None
-    last_check: float
-    closed: bool
-    _in_step_marker: int | None
-    in_step_write_count: int | None
-    _in_step_position: str | None
-    _writes: int
-    _restored: bool
-    _warm_thread: threading.Thread | None
-    _warmed: int
-    _to_warm: int
+    # Steps of IndexSync (sync.py and its other parts), used here.
 
     if TYPE_CHECKING:  # steps of IndexSync defined elsewhere
 

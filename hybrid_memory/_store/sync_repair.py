@@ -7,42 +7,21 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from hybrid_memory._keyword.damage import index_failure, is_damage, is_full
-from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.errors import StoreError
-from hybrid_memory._model.tags import TagCache
-from hybrid_memory._store.chroma_log import LogPosition
-from hybrid_memory._store.collection import ChromaCollection
+from hybrid_memory._store.sync_state import SyncState
 
 log = logging.getLogger("hybrid_memory")
 
 
-class Repair:
+class Repair(SyncState):
     """The error handling of :class:`~hybrid_memory._store.sync.IndexSync`."""
 
-    # State and steps of IndexSync (its __init__ and sync.py), used here.
-    _collection: ChromaCollection
-    _index: KeywordIndex
-    _tags: TagCache
-    _lock: threading.RLock
-    _log: LogPosition | None
-    _late_commits: float
-    settled: float | None
-    last_check: float
-    closed: bool
-    _in_step_marker: int | None
-    in_step_write_count: int | None
-    _in_step_position: str | None
-    _writes: int
-    _restored: bool
-    _warm_thread: threading.Thread | None
-    _warmed: int
-    _to_warm: int
+    # Steps of IndexSync (sync.py and its other parts), used here.
 
     if TYPE_CHECKING:  # steps of IndexSync defined elsewhere
 

@@ -11,13 +11,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hybrid_memory._keyword.index import KeywordIndex
 from hybrid_memory._model.records import UPDATED_KEY
-from hybrid_memory._model.tags import TagCache
 from hybrid_memory._model.times import now_timestamp
-from hybrid_memory._store.chroma_log import LogPosition
-from hybrid_memory._store.collection import ChromaCollection
 from hybrid_memory._store.sync_copy import copy_all
+from hybrid_memory._store.sync_state import SyncState
 
 log = logging.getLogger("hybrid_memory")
 
@@ -26,27 +23,10 @@ log = logging.getLogger("hybrid_memory")
 _CLOCK_SLACK = 300.0
 
 
-class Warming:
+class Warming(SyncState):
     """The background fill of :class:`~hybrid_memory._store.sync.IndexSync`."""
 
-    # State and steps of IndexSync (its __init__ and sync.py), used here.
-    _collection: ChromaCollection
-    _index: KeywordIndex
-    _tags: TagCache
-    _lock: threading.RLock
-    _log: LogPosition | None
-    _late_commits: float
-    settled: float | None
-    last_check: float
-    closed: bool
-    _in_step_marker: int | None
-    in_step_write_count: int | None
-    _in_step_position: str | None
-    _writes: int
-    _restored: bool
-    _warm_thread: threading.Thread | None
-    _warmed: int
-    _to_warm: int
+    # Steps of IndexSync (sync.py and its other parts), used here.
 
     if TYPE_CHECKING:  # steps of IndexSync defined elsewhere
 
